@@ -1,0 +1,12 @@
+//! pgharbor: a PostgreSQL-wire connection pooler.
+//!
+//! Data flows one way: [`listener`] accepts a socket and classifies it,
+//! [`client`] runs one client's life (negotiate, authenticate, relay),
+//! [`pool`] hands out authenticated backend sessions, and [`backend`] opens
+//! and authenticates one connection to PostgreSQL. [`protocol`] is the wire
+//! format without I/O, [`auth`] the credentials and SCRAM/md5 exchanges,
+//! [`tls`] the per-transport TLS policy, [`config`] the TOML file.
+
+pub mod auth;
+pub mod config;
+pub mod tls;
