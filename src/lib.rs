@@ -10,3 +10,4 @@
 pub mod auth;
 pub mod config;
 pub mod tls;
+pub mod protocol;

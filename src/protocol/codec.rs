@@ -1,0 +1,232 @@
+//! A reusable read buffer that frames messages and checks their length
+//! against a cap before it grows, so no allocation is ever sized by a number
+//! a peer sent. It does no I/O: the caller reads into [`FrameBuf::spare`]
+//! and calls [`FrameBuf::filled`], which keeps every read cancel-safe.
+
+use super::{be_u32, Violation};
+
+/// Where a complete message sits in the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame {
+    /// Message type byte; 0 for an untagged startup packet.
+    pub tag: u8,
+    /// Offset of the body (after the length word) from the readable start.
+    pub body_start: usize,
+    /// Body length in bytes.
+    pub body_len: usize,
+    /// Whole frame length (tag, length word and body).
+    pub total: usize,
+}
+
+/// A byte buffer with a readable window `[head, tail)`.
+pub struct FrameBuf {
+    data: Vec<u8>,
+    head: usize,
+    tail: usize,
+    max_capacity: usize,
+}
+
+impl FrameBuf {
+    /// A buffer of `initial` bytes that may grow to `max_capacity` for one frame.
+    pub fn new(initial: usize, max_capacity: usize) -> Self {
+        FrameBuf {
+            data: vec![0; initial],
+            head: 0,
+            tail: 0,
+            max_capacity: max_capacity.max(initial),
+        }
+    }
+
+    /// Bytes read but not yet consumed.
+    #[inline]
+    pub fn readable(&self) -> &[u8] {
+        &self.data[self.head..self.tail]
+    }
+
+    /// Number of unconsumed bytes.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// True when nothing is buffered.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+
+    /// Current capacity.
+    pub fn capacity(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Free space to read into; compacts first if the tail reached the end.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.tail == self.data.len() && self.head > 0 {
+            self.compact();
+        }
+        &mut self.data[self.tail..]
+    }
+
+    /// Records that `n` bytes were written into [`FrameBuf::spare`].
+    #[inline]
+    pub fn filled(&mut self, n: usize) {
+        debug_assert!(self.tail + n <= self.data.len());
+        self.tail += n;
+    }
+
+    /// Drops `n` bytes from the front of the readable window.
+    #[inline]
+    pub fn consume(&mut self, n: usize) {
+        debug_assert!(n <= self.len());
+        self.head += n;
+        if self.head == self.tail {
+            self.head = 0;
+            self.tail = 0;
+        }
+    }
+
+    /// Moves the readable bytes to the start of the buffer.
+    fn compact(&mut self) {
+        self.data.copy_within(self.head..self.tail, 0);
+        self.tail -= self.head;
+        self.head = 0;
+    }
+
+    /// Makes room for a frame of `total` bytes, within the cap.
+    pub fn ensure_room_for(&mut self, total: usize) -> Result<(), Violation> {
+        if total > self.max_capacity {
+            return Err(Violation::new(format!(
+                "message of {total} bytes exceeds the limit of {} bytes",
+                self.max_capacity
+            )));
+        }
+        if self.data.len() - self.head < total {
+            self.compact();
+            if self.data.len() < total {
+                self.data.resize(total.next_power_of_two().min(self.max_capacity), 0);
+            }
+        }
+        Ok(())
+    }
+
+    /// Frames one tagged message (`tag`, length word, body) whose length is at most `max_len`.
+    /// `Ok(None)` means more bytes are needed (room for them has been made).
+    pub fn tagged_frame(&mut self, max_len: usize) -> Result<Option<Frame>, Violation> {
+        let buf = self.readable();
+        if buf.len() < 5 {
+            return Ok(None);
+        }
+        let tag = buf[0];
+        let len = be_u32(&buf[1..5]) as usize;
+        if len < 4 {
+            return Err(Violation::new(format!("invalid message length {len}")));
+        }
+        if len > max_len {
+            return Err(Violation::new(format!(
+                "invalid message length {len} for message type \"{}\"",
+                tag.escape_ascii()
+            )));
+        }
+        let total = len + 1;
+        if buf.len() < total {
+            self.ensure_room_for(total)?;
+            return Ok(None);
+        }
+        Ok(Some(Frame {
+            tag,
+            body_start: 5,
+            body_len: len - 4,
+            total,
+        }))
+    }
+
+    /// Frames an untagged startup packet (length word, body) of at most `max_len` bytes.
+    pub fn startup_frame(&mut self, max_len: usize) -> Result<Option<Frame>, Violation> {
+        let buf = self.readable();
+        if buf.len() < 4 {
+            return Ok(None);
+        }
+        let len = be_u32(&buf[0..4]) as usize;
+        if !(8..=max_len).contains(&len) {
+            return Err(Violation::new("invalid length of startup packet"));
+        }
+        if buf.len() < len {
+            self.ensure_room_for(len)?;
+            return Ok(None);
+        }
+        Ok(Some(Frame {
+            tag: 0,
+            body_start: 4,
+            body_len: len - 4,
+            total: len,
+        }))
+    }
+
+    /// The body of a frame returned by this buffer.
+    pub fn body(&self, f: &Frame) -> &[u8] {
+        &self.readable()[f.body_start..f.body_start + f.body_len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(b: &mut FrameBuf, bytes: &[u8]) {
+        let spare = b.spare();
+        spare[..bytes.len()].copy_from_slice(bytes);
+        b.filled(bytes.len());
+    }
+
+    #[test]
+    fn frames_a_message_split_across_reads() {
+        let mut b = FrameBuf::new(16, 64);
+        feed(&mut b, b"Q\0\0");
+        assert_eq!(b.tagged_frame(100).unwrap(), None);
+        feed(&mut b, b"\0\x08ab");
+        assert_eq!(b.tagged_frame(100).unwrap(), None);
+        feed(&mut b, b"c\0");
+        let f = b.tagged_frame(100).unwrap().unwrap();
+        assert_eq!(f.tag, b'Q');
+        assert_eq!(b.body(&f), b"abc\0");
+        b.consume(f.total);
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn rejects_lengths_before_allocating() {
+        let mut b = FrameBuf::new(16, 64);
+        feed(&mut b, b"Q\xff\xff\xff\xff");
+        assert!(b.tagged_frame(usize::MAX).is_err());
+        assert_eq!(b.capacity(), 16);
+        let mut b = FrameBuf::new(16, 64);
+        feed(&mut b, b"Q\0\0\0\x03");
+        assert!(b.tagged_frame(100).is_err());
+        let mut b = FrameBuf::new(16, 64);
+        feed(&mut b, b"p\0\0\x10\0");
+        assert!(b.tagged_frame(1000).is_err(), "over max_len");
+    }
+
+    #[test]
+    fn grows_within_cap_for_a_large_frame() {
+        let mut b = FrameBuf::new(8, 64);
+        feed(&mut b, b"d\0\0\0\x28");
+        assert_eq!(b.tagged_frame(100).unwrap(), None);
+        assert!(b.capacity() >= 41);
+    }
+
+    #[test]
+    fn startup_lengths_follow_postgres() {
+        for bad in [0u32, 4, 7, 10_001, 0xffff_ffff] {
+            let mut b = FrameBuf::new(16, 16);
+            feed(&mut b, &bad.to_be_bytes());
+            assert!(b.startup_frame(10_000).is_err(), "length {bad}");
+        }
+        let mut b = FrameBuf::new(16, 10_000);
+        feed(&mut b, &8u32.to_be_bytes());
+        feed(&mut b, &super::super::SSL_REQUEST_CODE.to_be_bytes());
+        let f = b.startup_frame(10_000).unwrap().unwrap();
+        assert_eq!(f.body_len, 4);
+    }
+}

@@ -1,0 +1,257 @@
+//! Messages the pooler writes in the role of a server.
+
+use bytes::{BufMut, BytesMut};
+
+/// ErrorResponse / NoticeResponse severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The statement failed; the session goes on.
+    Error,
+    /// The session ends.
+    Fatal,
+    /// Informational (NoticeResponse).
+    Notice,
+}
+
+impl Severity {
+    /// The non-localized spelling PostgreSQL sends in both `S` and `V`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "ERROR",
+            Severity::Fatal => "FATAL",
+            Severity::Notice => "NOTICE",
+        }
+    }
+}
+
+/// An error as a client will see it: severity, SQLSTATE, message, and optional detail/hint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgError {
+    /// Severity.
+    pub severity: Severity,
+    /// Five-character SQLSTATE.
+    pub code: &'static str,
+    /// Primary message.
+    pub message: String,
+    /// Optional detail.
+    pub detail: Option<String>,
+    /// Optional hint.
+    pub hint: Option<String>,
+}
+
+impl PgError {
+    /// A FATAL error.
+    pub fn fatal(code: &'static str, message: impl Into<String>) -> Self {
+        PgError {
+            severity: Severity::Fatal,
+            code,
+            message: message.into(),
+            detail: None,
+            hint: None,
+        }
+    }
+
+    /// An ERROR (the session survives).
+    pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+        PgError {
+            severity: Severity::Error,
+            ..PgError::fatal(code, message)
+        }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a detail line.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    /// Appends the ErrorResponse (or NoticeResponse for notices) to `buf`.
+    pub fn encode(&self, buf: &mut BytesMut) {
+        let tag = if self.severity == Severity::Notice {
+            b'N'
+        } else {
+            b'E'
+        };
+        message(buf, tag, |b| {
+            field(b, b'S', self.severity.as_str());
+            field(b, b'V', self.severity.as_str());
+            field(b, b'C', self.code);
+            field(b, b'M', &self.message);
+            if let Some(d) = &self.detail {
+                field(b, b'D', d);
+            }
+            if let Some(h) = &self.hint {
+                field(b, b'H', h);
+            }
+            b.put_u8(0);
+        });
+    }
+}
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} ({})", self.severity.as_str(), self.message, self.code)
+    }
+}
+
+/// Field of an ErrorResponse; strings are NUL-terminated and must not contain NUL.
+fn field(b: &mut BytesMut, code: u8, value: &str) {
+    b.put_u8(code);
+    put_cstr(b, value);
+}
+
+/// Writes a C string, dropping interior NULs a peer might have smuggled in.
+fn put_cstr(b: &mut BytesMut, s: &str) {
+    b.extend(s.bytes().filter(|&c| c != 0));
+    b.put_u8(0);
+}
+
+/// Writes `tag`, a length word, and the body produced by `f`, fixing up the length.
+fn message(buf: &mut BytesMut, tag: u8, f: impl FnOnce(&mut BytesMut)) {
+    buf.put_u8(tag);
+    let len_at = buf.len();
+    buf.put_u32(0);
+    f(buf);
+    let len = (buf.len() - len_at) as u32;
+    buf[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
+}
+
+/// AuthenticationOk.
+pub fn auth_ok(buf: &mut BytesMut) {
+    message(buf, b'R', |b| b.put_u32(0));
+}
+
+/// AuthenticationCleartextPassword.
+pub fn auth_cleartext(buf: &mut BytesMut) {
+    message(buf, b'R', |b| b.put_u32(3));
+}
+
+/// AuthenticationMD5Password with a per-connection salt.
+pub fn auth_md5(buf: &mut BytesMut, salt: [u8; 4]) {
+    message(buf, b'R', |b| {
+        b.put_u32(5);
+        b.put_slice(&salt);
+    });
+}
+
+/// AuthenticationSASL offering the given mechanisms.
+pub fn auth_sasl(buf: &mut BytesMut, mechanisms: &[&str]) {
+    message(buf, b'R', |b| {
+        b.put_u32(10);
+        for m in mechanisms {
+            put_cstr(b, m);
+        }
+        b.put_u8(0);
+    });
+}
+
+/// AuthenticationSASLContinue.
+pub fn auth_sasl_continue(buf: &mut BytesMut, data: &[u8]) {
+    message(buf, b'R', |b| {
+        b.put_u32(11);
+        b.put_slice(data);
+    });
+}
+
+/// AuthenticationSASLFinal.
+pub fn auth_sasl_final(buf: &mut BytesMut, data: &[u8]) {
+    message(buf, b'R', |b| {
+        b.put_u32(12);
+        b.put_slice(data);
+    });
+}
+
+/// ParameterStatus.
+pub fn parameter_status(buf: &mut BytesMut, name: &str, value: &str) {
+    message(buf, b'S', |b| {
+        put_cstr(b, name);
+        put_cstr(b, value);
+    });
+}
+
+/// BackendKeyData.
+pub fn backend_key_data(buf: &mut BytesMut, pid: i32, secret: i32) {
+    message(buf, b'K', |b| {
+        b.put_i32(pid);
+        b.put_i32(secret);
+    });
+}
+
+/// ReadyForQuery with a transaction status byte (`I`, `T` or `E`).
+pub fn ready_for_query(buf: &mut BytesMut, status: u8) {
+    message(buf, b'Z', |b| b.put_u8(status));
+}
+
+/// NegotiateProtocolVersion: newest minor version supported and the options not recognised.
+pub fn negotiate_protocol_version(buf: &mut BytesMut, minor: u32, unrecognized: &[&str]) {
+    message(buf, b'v', |b| {
+        b.put_u32(minor);
+        b.put_u32(unrecognized.len() as u32);
+        for o in unrecognized {
+            put_cstr(b, o);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use postgres_protocol::message::backend::Message;
+
+    #[test]
+    fn error_response_parses_with_postgres_protocol() {
+        let mut buf = BytesMut::new();
+        PgError::fatal("28P01", "password authentication failed for user \"a\0b\"")
+            .with_hint("check it")
+            .encode(&mut buf);
+        match Message::parse(&mut buf).unwrap().unwrap() {
+            Message::ErrorResponse(body) => {
+                use fallible_iterator::FallibleIterator;
+                let fields: Vec<(u8, String)> = body
+                    .fields()
+                    .map(|f| Ok((f.type_(), f.value().to_string())))
+                    .collect()
+                    .unwrap();
+                assert!(fields.contains(&(b'C', "28P01".into())));
+                assert!(fields.contains(&(b'S', "FATAL".into())));
+                assert!(fields.contains(&(b'M', "password authentication failed for user \"ab\"".into())));
+                assert!(fields.contains(&(b'H', "check it".into())));
+            }
+            _ => panic!("not an error response"),
+        }
+    }
+
+    #[test]
+    fn startup_replies_parse() {
+        let mut buf = BytesMut::new();
+        auth_ok(&mut buf);
+        parameter_status(&mut buf, "TimeZone", "UTC");
+        backend_key_data(&mut buf, 7, -9);
+        ready_for_query(&mut buf, b'I');
+        assert!(matches!(Message::parse(&mut buf).unwrap(), Some(Message::AuthenticationOk)));
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::ParameterStatus(p)) => {
+                assert_eq!(p.name().unwrap(), "TimeZone");
+                assert_eq!(p.value().unwrap(), "UTC");
+            }
+            _ => panic!(),
+        }
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::BackendKeyData(k)) => {
+                assert_eq!((k.process_id(), k.secret_key()), (7, -9));
+            }
+            _ => panic!(),
+        }
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::ReadyForQuery(r)) => assert_eq!(r.status(), b'I'),
+            _ => panic!(),
+        }
+        assert!(buf.is_empty());
+    }
+}
