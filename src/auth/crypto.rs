@@ -1,0 +1,88 @@
+//! The SCRAM-SHA-256 primitives shared by the server side ([`super::scram`]),
+//! the client side ([`super::scram_client`]) and secret loading
+//! ([`super::secret`]), so the formulas of RFC 5802 section 3 live in one place.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+/// Length of every SCRAM-SHA-256 key, signature and proof.
+pub(crate) const KEY_LEN: usize = 32;
+
+/// HMAC-SHA-256 over the concatenation of `parts`.
+pub(crate) fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; KEY_LEN] {
+    // HMAC accepts keys of any length (long keys are hashed), so this cannot fail.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
+}
+
+/// SHA-256, the H() of RFC 5802.
+pub(crate) fn sha256(parts: &[&[u8]]) -> [u8; KEY_LEN] {
+    let mut hash = Sha256::new();
+    for part in parts {
+        hash.update(part);
+    }
+    hash.finalize().into()
+}
+
+/// Bytewise XOR of two keys.
+pub(crate) fn xor(a: &[u8; KEY_LEN], b: &[u8; KEY_LEN]) -> [u8; KEY_LEN] {
+    std::array::from_fn(|i| a[i] ^ b[i])
+}
+
+/// Constant-time equality, so a comparison does not leak how many leading
+/// bytes of a proof or signature were right.
+pub(crate) fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.ct_eq(b).into()
+}
+
+/// SASLprep the password as PostgreSQL and libpq do (pg_saslprep): if it
+/// contains characters SASLprep prohibits, the raw bytes are used instead,
+/// because PostgreSQL passwords are arbitrary strings. This is what
+/// postgres-protocol's (private) `normalize` does, with the same crate.
+pub(crate) fn normalize_password(password: &str) -> Vec<u8> {
+    match stringprep::saslprep(password) {
+        Ok(prepared) => prepared.into_owned().into_bytes(),
+        Err(_) => password.as_bytes().to_vec(),
+    }
+}
+
+/// SaltedPassword = Hi(Normalize(password), salt, i), Hi being PBKDF2-HMAC-SHA-256.
+/// This is the expensive step (4096 HMACs by default): callers run it off the
+/// async executor.
+pub(crate) fn salted_password(password: &str, salt: &[u8], iterations: u32) -> [u8; KEY_LEN] {
+    let mut out = [0u8; KEY_LEN];
+    pbkdf2::pbkdf2_hmac::<Sha256>(&normalize_password(password), salt, iterations, &mut out);
+    out
+}
+
+/// ClientKey = HMAC(SaltedPassword, "Client Key").
+pub(crate) fn client_key(salted_password: &[u8; KEY_LEN]) -> [u8; KEY_LEN] {
+    hmac(salted_password, &[b"Client Key"])
+}
+
+/// ServerKey = HMAC(SaltedPassword, "Server Key").
+pub(crate) fn server_key(salted_password: &[u8; KEY_LEN]) -> [u8; KEY_LEN] {
+    hmac(salted_password, &[b"Server Key"])
+}
+
+/// Standard base64 with padding, as SCRAM and pg_authid use.
+pub(crate) fn b64_encode(bytes: &[u8]) -> String {
+    STANDARD.encode(bytes)
+}
+
+/// Decodes standard base64; `None` on any error, so that no caller can echo
+/// the offending (possibly secret) character into an error message.
+pub(crate) fn b64_decode(text: &str) -> Option<Vec<u8>> {
+    STANDARD.decode(text).ok()
+}
+
+/// Decodes base64 that must hold exactly one 32-byte key.
+pub(crate) fn b64_decode_key(text: &str) -> Option<[u8; KEY_LEN]> {
+    b64_decode(text)?.try_into().ok()
+}
