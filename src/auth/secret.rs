@@ -9,7 +9,7 @@ use rand::RngCore;
 
 use super::crypto::{self, KEY_LEN};
 
-/// Salt length and iteration count PostgreSQL uses for new SCRAM secrets.
+/// Salt length PostgreSQL uses for new SCRAM secrets (SCRAM_DEFAULT_SALT_LEN).
 pub const SCRAM_DEFAULT_SALT_LEN: usize = 16;
 /// Iteration count PostgreSQL uses for new SCRAM secrets (scram_iterations).
 pub const SCRAM_DEFAULT_ITERATIONS: u32 = 4096;
