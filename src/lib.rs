@@ -8,6 +8,12 @@
 //! [`tls`] the per-transport TLS policy, [`config`] the TOML file.
 
 pub mod auth;
+pub mod backend;
+pub mod client;
 pub mod config;
-pub mod tls;
+pub mod listener;
+pub mod pool;
+pub mod pooler;
 pub mod protocol;
+pub mod stream;
+pub mod tls;

@@ -1,1 +1,152 @@
-fn main() {}
+//! The `pgharbor` binary: run the pooler, or check a config.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+use tokio::signal::unix::{signal, SignalKind};
+
+use pgharbor::config::Config;
+use pgharbor::listener::Listeners;
+use pgharbor::pooler::Pooler;
+
+/// A PostgreSQL connection pooler that treats Unix sockets and TCP differently.
+#[derive(Parser)]
+#[command(name = "pgharbor", version, about)]
+struct Cli {
+    /// Configuration file.
+    #[arg(long, short, global = true, default_value = "conf/pgharbor.toml")]
+    config: PathBuf,
+    /// Log filter (tracing syntax, e.g. `info` or `pgharbor=debug`); RUST_LOG wins if set.
+    #[arg(long, global = true, default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate the configuration and the files it names, then exit.
+    Check,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log_level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    match cli.command {
+        Some(Command::Check) => check(&cli.config),
+        None => run(&cli.config),
+    }
+}
+
+/// `pgharbor check`: config errors name the key; file problems are listed.
+fn check(path: &Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pgharbor: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut failed = false;
+    for problem in config.check_files() {
+        eprintln!("pgharbor: {problem}");
+        failed |= problem.is_error();
+    }
+    if let Some(auth) = &config.auth.auth_file {
+        if let Err(e) = pgharbor::auth::AuthFile::load(auth) {
+            eprintln!("pgharbor: error: auth.auth_file: {e}");
+            failed = true;
+        }
+    }
+    if failed {
+        return ExitCode::FAILURE;
+    }
+    println!("{}: configuration is valid", path.display());
+    ExitCode::SUCCESS
+}
+
+fn run(path: &Path) -> ExitCode {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("pgharbor: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pgharbor: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pgharbor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(config: Config) -> Result<(), String> {
+    let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
+    let shutdown_timeout = config.pool.shutdown_timeout;
+    let path = config.path.clone();
+    let pooler = Pooler::new(config).await.map_err(|e| e.to_string())?;
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut sighup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let accept = tokio::spawn(listeners.serve(pooler.clone()));
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
+    let graceful = loop {
+        tokio::select! {
+            _ = sigterm.recv() => break true,
+            _ = sigint.recv() => break false,
+            _ = sighup.recv() => reload(&pooler, &path).await,
+        }
+    };
+    pooler.stop_accepting.cancel();
+    let _ = accept.await;
+    pooler.tasks.close();
+    if graceful {
+        tracing::info!(timeout = ?shutdown_timeout, "SIGTERM: no new clients; waiting for sessions to end");
+        tokio::select! {
+            _ = pooler.tasks.wait() => {}
+            _ = tokio::time::sleep(shutdown_timeout) => tracing::info!("shutdown_timeout reached; closing sessions"),
+            _ = sigint.recv() => tracing::info!("SIGINT: closing sessions now"),
+        }
+    } else {
+        tracing::info!("SIGINT: closing sessions now");
+    }
+    pooler.terminate_sessions();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), pooler.tasks.wait()).await;
+    tracing::info!("pgharbor stopped");
+    Ok(())
+}
+
+/// SIGHUP: re-read the config and auth file; a broken file keeps the old ones.
+async fn reload(pooler: &Arc<Pooler>, path: &Path) {
+    let config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; keeping the old configuration");
+            return;
+        }
+    };
+    match pooler.reload(config).await {
+        Ok(()) => tracing::info!("configuration reloaded"),
+        Err(e) => tracing::error!(error = %e, "reload failed; keeping the old configuration"),
+    }
+}

@@ -104,7 +104,8 @@ impl FrameBuf {
         if self.data.len() - self.head < total {
             self.compact();
             if self.data.len() < total {
-                self.data.resize(total.next_power_of_two().min(self.max_capacity), 0);
+                self.data
+                    .resize(total.next_power_of_two().min(self.max_capacity), 0);
             }
         }
         Ok(())

@@ -109,8 +109,9 @@ fn parse_params(mut rest: &[u8], minor: u16) -> Result<StartupMessage, StartupEr
         ));
     }
     loop {
-        let (name, after) = split_cstr(rest)
-            .ok_or_else(|| malformed("invalid startup packet layout: expected terminator as last byte"))?;
+        let (name, after) = split_cstr(rest).ok_or_else(|| {
+            malformed("invalid startup packet layout: expected terminator as last byte")
+        })?;
         if name.is_empty() {
             if !after.is_empty() {
                 return Err(malformed(
@@ -119,8 +120,9 @@ fn parse_params(mut rest: &[u8], minor: u16) -> Result<StartupMessage, StartupEr
             }
             break;
         }
-        let (value, after) = split_cstr(after)
-            .ok_or_else(|| malformed("invalid startup packet layout: expected terminator as last byte"))?;
+        let (value, after) = split_cstr(after).ok_or_else(|| {
+            malformed("invalid startup packet layout: expected terminator as last byte")
+        })?;
         let name = utf8(name)?;
         let value = utf8(value)?;
         if let Some(opt) = name.strip_prefix("_pq_.") {
@@ -147,7 +149,7 @@ pub fn split_cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
 /// Body of a PasswordMessage carrying a password or md5 response: one C string.
 pub fn parse_password(body: &[u8]) -> Result<&[u8], Violation> {
     match split_cstr(body) {
-        Some((pw, rest)) if rest.is_empty() => Ok(pw),
+        Some((pw, [])) => Ok(pw),
         _ => Err(Violation::new("invalid password packet")),
     }
 }
@@ -199,7 +201,10 @@ mod tests {
 
     #[test]
     fn separates_protocol_options_and_minor_versions() {
-        let body = startup(&[("user", "a"), ("_pq_.compression", "on")], PROTOCOL_3_0 | 2);
+        let body = startup(
+            &[("user", "a"), ("_pq_.compression", "on")],
+            PROTOCOL_3_0 | 2,
+        );
         match parse_startup(&body).unwrap() {
             StartupRequest::Startup(m) => {
                 assert_eq!(m.minor, 2);
@@ -242,7 +247,10 @@ mod tests {
 
     #[test]
     fn parses_cancel_and_negotiation_codes() {
-        assert_eq!(parse_startup(&SSL_REQUEST_CODE.to_be_bytes()), Ok(StartupRequest::Ssl));
+        assert_eq!(
+            parse_startup(&SSL_REQUEST_CODE.to_be_bytes()),
+            Ok(StartupRequest::Ssl)
+        );
         assert_eq!(
             parse_startup(&GSSENC_REQUEST_CODE.to_be_bytes()),
             Ok(StartupRequest::GssEnc)
@@ -261,7 +269,10 @@ mod tests {
         let mut b = b"SCRAM-SHA-256\0".to_vec();
         b.extend_from_slice(&3u32.to_be_bytes());
         b.extend_from_slice(b"n,,");
-        assert_eq!(parse_sasl_initial(&b).unwrap(), ("SCRAM-SHA-256", &b"n,,"[..]));
+        assert_eq!(
+            parse_sasl_initial(&b).unwrap(),
+            ("SCRAM-SHA-256", &b"n,,"[..])
+        );
         let mut short = b"SCRAM-SHA-256\0".to_vec();
         short.extend_from_slice(&9u32.to_be_bytes());
         short.extend_from_slice(b"n,,");

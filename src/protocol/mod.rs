@@ -44,8 +44,8 @@ impl Violation {
     }
 }
 
-/// Reads a big-endian u32 from the first four bytes of `b` (caller checks the length).
+/// Reads a big-endian u32 from the first four bytes of `b` (the caller checks the length).
 #[inline]
-pub(crate) fn be_u32(b: &[u8]) -> u32 {
+pub fn be_u32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }

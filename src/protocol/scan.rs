@@ -79,7 +79,7 @@ impl Scanner {
         }
         let tag = buf[pos];
         let len = be_u32(&buf[pos + 1..pos + 5]) as usize;
-        if len < 4 || len > MAX_MESSAGE {
+        if !(4..=MAX_MESSAGE).contains(&len) {
             return Err(Violation::new(format!(
                 "invalid message length {len} for message type \"{}\"",
                 tag.escape_ascii()

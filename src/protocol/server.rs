@@ -96,7 +96,13 @@ impl PgError {
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {} ({})", self.severity.as_str(), self.message, self.code)
+        write!(
+            f,
+            "{}: {} ({})",
+            self.severity.as_str(),
+            self.message,
+            self.code
+        )
     }
 }
 
@@ -215,12 +221,20 @@ mod tests {
                 use fallible_iterator::FallibleIterator;
                 let fields: Vec<(u8, String)> = body
                     .fields()
-                    .map(|f| Ok((f.type_(), f.value().to_string())))
+                    .map(|f| {
+                        Ok((
+                            f.type_(),
+                            String::from_utf8_lossy(f.value_bytes()).into_owned(),
+                        ))
+                    })
                     .collect()
                     .unwrap();
                 assert!(fields.contains(&(b'C', "28P01".into())));
                 assert!(fields.contains(&(b'S', "FATAL".into())));
-                assert!(fields.contains(&(b'M', "password authentication failed for user \"ab\"".into())));
+                assert!(fields.contains(&(
+                    b'M',
+                    "password authentication failed for user \"ab\"".into()
+                )));
                 assert!(fields.contains(&(b'H', "check it".into())));
             }
             _ => panic!("not an error response"),
@@ -234,7 +248,10 @@ mod tests {
         parameter_status(&mut buf, "TimeZone", "UTC");
         backend_key_data(&mut buf, 7, -9);
         ready_for_query(&mut buf, b'I');
-        assert!(matches!(Message::parse(&mut buf).unwrap(), Some(Message::AuthenticationOk)));
+        assert!(matches!(
+            Message::parse(&mut buf).unwrap(),
+            Some(Message::AuthenticationOk)
+        ));
         match Message::parse(&mut buf).unwrap() {
             Some(Message::ParameterStatus(p)) => {
                 assert_eq!(p.name().unwrap(), "TimeZone");

@@ -60,7 +60,9 @@ impl fmt::Display for SslMode {
 
 /// Error for a string that is not a libpq sslmode.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid sslmode {0:?} (expected disable, allow, prefer, require, verify-ca or verify-full)")]
+#[error(
+    "invalid sslmode {0:?} (expected disable, allow, prefer, require, verify-ca or verify-full)"
+)]
 pub struct ParseSslModeError(pub String);
 
 impl FromStr for SslMode {

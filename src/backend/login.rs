@@ -1,0 +1,237 @@
+//! Opening a backend: socket, StartupMessage, authentication, and the
+//! ParameterStatus/BackendKeyData burst up to the first ReadyForQuery.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use postgres_protocol::message::frontend;
+use tokio::io::AsyncWriteExt;
+
+use super::session::{parse_error_fields, TxStatus};
+use super::{Backend, BackendError, BackendTarget, CancelTarget, Credentials, MAX_INSPECTED};
+use crate::auth::{
+    md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramKeys,
+};
+use crate::protocol::{be_u32, frontend::split_cstr};
+use crate::stream::{read_tagged, Stream};
+
+pub(super) async fn connect(
+    target: Arc<BackendTarget>,
+    creds: &Credentials,
+    extra_params: &[(String, String)],
+    cache: &Arc<SaltedPasswordCache>,
+) -> Result<Backend, BackendError> {
+    let started = Instant::now();
+    let stream = target
+        .open()
+        .await
+        .map_err(|source| BackendError::Connect {
+            addr: target.describe(),
+            source,
+        })?;
+    let connected = Instant::now();
+    let cancel = CancelTarget {
+        target: target.clone(),
+        pid: 0,
+        secret: 0,
+    };
+    let mut be = Backend::new(stream, cancel);
+    be.timings.connect = connected - started;
+
+    let mut out = BytesMut::with_capacity(256);
+    let mut params: Vec<(&str, &str)> = vec![("user", &target.user), ("database", &target.dbname)];
+    for (k, v) in extra_params {
+        if k != "user" && k != "database" {
+            params.push((k, v));
+        }
+    }
+    frontend::startup_message(params.iter().copied(), &mut out)
+        .map_err(|e| BackendError::Protocol(e.to_string()))?;
+    write(&mut be.stream, &out).await?;
+
+    authenticate(&mut be, &target.user, creds, cache).await?;
+    let authed = Instant::now();
+    be.timings.auth = authed - connected;
+    read_until_ready(&mut be).await?;
+    be.timings.ready = authed.elapsed();
+    Ok(be)
+}
+
+async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {
+    stream.write_all(bytes).await.map_err(BackendError::Write)
+}
+
+/// Reads one whole server message; returns its tag and a copy of the body
+/// (login-time only, so the copy does not matter).
+async fn next(be: &mut Backend) -> Result<(u8, Vec<u8>), BackendError> {
+    let f = read_tagged(&mut be.stream, &mut be.buf, MAX_INSPECTED).await?;
+    let body = be.buf.body(&f).to_vec();
+    be.buf.consume(f.total);
+    Ok((f.tag, body))
+}
+
+fn unexpected(tag: u8, phase: &str) -> BackendError {
+    BackendError::Protocol(format!(
+        "unexpected message type \"{}\" during {phase}",
+        tag.escape_ascii()
+    ))
+}
+
+/// Answers whatever authentication request the server makes.
+async fn authenticate(
+    be: &mut Backend,
+    user: &str,
+    creds: &Credentials,
+    cache: &Arc<SaltedPasswordCache>,
+) -> Result<(), BackendError> {
+    let mut out = BytesMut::with_capacity(256);
+    let mut scram: Option<ScramClient> = None;
+    loop {
+        let (tag, body) = next(be).await?;
+        match tag {
+            b'E' => return Err(BackendError::Server(parse_error_fields(&body))),
+            b'N' => continue,
+            b'R' if body.len() >= 4 => {}
+            _ => return Err(unexpected(tag, "authentication")),
+        }
+        out.clear();
+        match be_u32(&body) {
+            0 => return Ok(()),
+            3 => {
+                let pw = creds.password.as_deref().ok_or_else(|| {
+                    BackendError::Auth(format!(
+                        "server asked for a cleartext password for user \"{user}\", and pgharbor has none"
+                    ))
+                })?;
+                frontend::password_message(pw.as_bytes(), &mut out)
+                    .map_err(|e| BackendError::Protocol(e.to_string()))?;
+            }
+            5 if body.len() == 8 => {
+                let hash = match (&creds.password, &creds.md5_hash) {
+                    (Some(pw), _) => md5_password_hash(user, pw),
+                    (None, Some(h)) => h.clone(),
+                    _ => {
+                        return Err(BackendError::Auth(format!(
+                            "server asked for an md5 password for user \"{user}\", and pgharbor has neither a password nor an md5 hash"
+                        )))
+                    }
+                };
+                let salt = [body[4], body[5], body[6], body[7]];
+                let resp = md5_salted_response(&hash, salt);
+                frontend::password_message(resp.as_bytes(), &mut out)
+                    .map_err(|e| BackendError::Protocol(e.to_string()))?;
+            }
+            10 => {
+                if !sasl_offers(&body[4..], "SCRAM-SHA-256") {
+                    return Err(BackendError::Auth(
+                        "server offered no SASL mechanism pgharbor supports".into(),
+                    ));
+                }
+                let (client, first) = ScramClient::new();
+                scram = Some(client);
+                frontend::sasl_initial_response("SCRAM-SHA-256", &first, &mut out)
+                    .map_err(|e| BackendError::Protocol(e.to_string()))?;
+            }
+            11 => {
+                let client = scram.as_mut().ok_or_else(|| unexpected(tag, "SASL"))?;
+                let first = client
+                    .handle_server_first(&body[4..])
+                    .map_err(|e| BackendError::Auth(e.to_string()))?;
+                let keys = scram_keys(user, creds, cache, &first.salt, first.iterations).await?;
+                let fin = client
+                    .client_final(&keys)
+                    .map_err(|e| BackendError::Auth(e.to_string()))?;
+                frontend::sasl_response(&fin, &mut out)
+                    .map_err(|e| BackendError::Protocol(e.to_string()))?;
+            }
+            12 => {
+                let client = scram.as_ref().ok_or_else(|| unexpected(tag, "SASL"))?;
+                client.verify_server_final(&body[4..]).map_err(|e| {
+                    BackendError::Auth(format!("server signature check failed: {e}"))
+                })?;
+                continue;
+            }
+            other => {
+                return Err(BackendError::Auth(format!(
+                "server asked for authentication method {other}, which pgharbor does not support"
+            )))
+            }
+        }
+        write(&mut be.stream, &out).await?;
+    }
+}
+
+fn sasl_offers(mut list: &[u8], wanted: &str) -> bool {
+    while let Some((name, rest)) = split_cstr(list) {
+        if name.is_empty() {
+            break;
+        }
+        if name == wanted.as_bytes() {
+            return true;
+        }
+        list = rest;
+    }
+    false
+}
+
+/// SCRAM keys for the server's salt: from passthrough keys if they match, else
+/// PBKDF2 on the password — cached, and off the async workers on a miss.
+async fn scram_keys(
+    user: &str,
+    creds: &Credentials,
+    cache: &Arc<SaltedPasswordCache>,
+    salt: &[u8],
+    iterations: u32,
+) -> Result<ScramKeys, BackendError> {
+    if let Some(p) = &creds.scram {
+        if p.salt == salt && p.iterations == iterations {
+            return Ok(p.keys);
+        }
+    }
+    let Some(pw) = &creds.password else {
+        let why = if creds.scram.is_some() {
+            "the SCRAM secret in the auth file does not match the server's (different salt or iteration count)"
+        } else {
+            "no password, and no client has logged in with SCRAM yet to lend its key"
+        };
+        return Err(BackendError::Auth(format!(
+            "cannot answer the server's SCRAM challenge for user \"{user}\": {why}"
+        )));
+    };
+    if let Some(keys) = cache.get_cached(user, pw, salt, iterations) {
+        return Ok(keys);
+    }
+    let (cache, user, pw, salt) = (cache.clone(), user.to_string(), pw.clone(), salt.to_vec());
+    tokio::task::spawn_blocking(move || cache.keys(&user, &pw, &salt, iterations))
+        .await
+        .map_err(|e| BackendError::Auth(format!("SCRAM key derivation failed: {e}")))
+}
+
+/// Collects ParameterStatus and BackendKeyData up to the first ReadyForQuery.
+async fn read_until_ready(be: &mut Backend) -> Result<(), BackendError> {
+    loop {
+        let (tag, body) = next(be).await?;
+        match tag {
+            b'S' => {
+                let (name, rest) = split_cstr(&body).ok_or_else(|| unexpected(tag, "startup"))?;
+                let (value, _) = split_cstr(rest).ok_or_else(|| unexpected(tag, "startup"))?;
+                be.set_param(
+                    &String::from_utf8_lossy(name),
+                    &String::from_utf8_lossy(value),
+                );
+            }
+            b'K' if body.len() == 8 => {
+                be.cancel.pid = be_u32(&body) as i32;
+                be.cancel.secret = be_u32(&body[4..]) as i32;
+            }
+            b'Z' if body.len() == 1 => {
+                be.tx = TxStatus::from_byte(body[0]).ok_or_else(|| unexpected(tag, "startup"))?;
+                return Ok(());
+            }
+            b'N' | b'v' => {}
+            b'E' => return Err(BackendError::Server(parse_error_fields(&body))),
+            _ => return Err(unexpected(tag, "startup")),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! One connection to PostgreSQL: open it, authenticate, and keep what the
+//! pooler must know about it (its ParameterStatus set, its cancel key, its
+//! transaction status) while it is handed from client to client.
+
+mod login;
+mod session;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::auth::{SaltedPasswordCache, ScramKeys};
+use crate::config::BackendHost;
+use crate::protocol::scan::Scanner;
+use crate::protocol::FrameBuf;
+use crate::stream::{ReadError, Stream};
+
+pub use session::TxStatus;
+
+/// Size of the server-to-client relay buffer each backend owns. Large reads keep
+/// bulk transfers from being capped by the relay (seeds/002: a small window caps
+/// throughput no matter how fast the link).
+pub const RELAY_BUF: usize = 128 * 1024;
+/// Largest server message the pooler reads whole (ParameterStatus, errors, auth).
+pub const MAX_INSPECTED: usize = 1 << 20;
+
+/// Where and as whom to connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackendTarget {
+    /// Host or socket directory.
+    pub host: BackendHost,
+    /// Port (also the socket file's number).
+    pub port: u16,
+    /// Database name sent in the startup packet.
+    pub dbname: String,
+    /// Role name sent in the startup packet.
+    pub user: String,
+}
+
+impl BackendTarget {
+    /// Human-readable address for errors and logs.
+    pub fn describe(&self) -> String {
+        match &self.host {
+            BackendHost::Tcp(h) => format!("{h}:{}", self.port),
+            BackendHost::Unix(_) => self.socket_path().display().to_string(),
+        }
+    }
+
+    fn socket_path(&self) -> PathBuf {
+        match &self.host {
+            BackendHost::Unix(d) => d.join(format!(".s.PGSQL.{}", self.port)),
+            BackendHost::Tcp(_) => PathBuf::new(),
+        }
+    }
+
+    /// Opens a plain socket to the server.
+    pub async fn open(&self) -> std::io::Result<Stream> {
+        match &self.host {
+            BackendHost::Tcp(h) => {
+                let s = TcpStream::connect((h.as_str(), self.port)).await?;
+                s.set_nodelay(true)?;
+                Ok(Stream::Tcp(s))
+            }
+            BackendHost::Unix(_) => {
+                Ok(Stream::Unix(UnixStream::connect(self.socket_path()).await?))
+            }
+        }
+    }
+}
+
+/// SCRAM keys for a backend login without a password: recovered from a
+/// client's proof, valid only for the salt and iteration count they came from.
+#[derive(Clone)]
+pub struct ScramPassthrough {
+    /// Salt of the secret the keys belong to.
+    pub salt: Vec<u8>,
+    /// Iteration count of that secret.
+    pub iterations: u32,
+    /// ClientKey and ServerKey.
+    pub keys: ScramKeys,
+}
+
+/// What the pooler can prove to PostgreSQL for one role. Never logged.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    /// A plain password (from the conninfo or the auth file).
+    pub password: Option<String>,
+    /// An md5 hash (`md5...`) from the auth file.
+    pub md5_hash: Option<String>,
+    /// Keys recovered from a client's SCRAM proof.
+    pub scram: Option<ScramPassthrough>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("password", &self.password.as_ref().map(|_| "<redacted>"))
+            .field("md5_hash", &self.md5_hash.as_ref().map(|_| "<redacted>"))
+            .field("scram", &self.scram.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// An error PostgreSQL sent, reduced to what a client needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerError {
+    /// Severity as sent (`ERROR`, `FATAL`...).
+    pub severity: String,
+    /// SQLSTATE.
+    pub code: String,
+    /// Primary message.
+    pub message: String,
+}
+
+impl std::fmt::Display for ServerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {} ({})", self.severity, self.message, self.code)
+    }
+}
+
+/// Why a backend could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// Connecting failed.
+    #[error("could not connect to server at {addr}: {source}")]
+    Connect {
+        /// Where we tried.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Opening and logging in took longer than `server_connect_timeout`.
+    #[error("timed out connecting to server at {0}")]
+    Timeout(String),
+    /// The socket failed or the server went away.
+    #[error("server connection lost: {0}")]
+    Read(#[from] ReadError),
+    /// Writing to the server failed.
+    #[error("server connection lost: {0}")]
+    Write(std::io::Error),
+    /// PostgreSQL refused the login or a query.
+    #[error("server error: {0}")]
+    Server(ServerError),
+    /// The server asked for something we cannot answer.
+    #[error("server login failed: {0}")]
+    Auth(String),
+    /// The server broke the protocol.
+    #[error("server protocol violation: {0}")]
+    Protocol(String),
+}
+
+/// Cancel key and address of one backend.
+#[derive(Debug, Clone)]
+pub struct CancelTarget {
+    /// Where the backend is.
+    pub target: Arc<BackendTarget>,
+    /// Its real process id.
+    pub pid: i32,
+    /// Its real secret key.
+    pub secret: i32,
+}
+
+/// Time spent establishing one backend, for the overhead report.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BackendTimings {
+    /// Socket connect.
+    pub connect: Duration,
+    /// Authentication exchange.
+    pub auth: Duration,
+    /// From AuthenticationOk to the first ReadyForQuery.
+    pub ready: Duration,
+}
+
+static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
+
+/// An authenticated connection to PostgreSQL.
+pub struct Backend {
+    /// Pooler-wide id for logs and SHOW SERVERS.
+    pub id: u64,
+    /// The socket.
+    pub stream: Stream,
+    /// Server-to-client buffer; belongs to the backend so it is reused across clients.
+    pub buf: FrameBuf,
+    /// Message boundary tracking for what the server sends.
+    pub scanner: Scanner,
+    /// Current ParameterStatus values, in the order first reported.
+    pub params: Vec<(String, String)>,
+    /// Real cancel key.
+    pub cancel: CancelTarget,
+    /// Transaction status from the last ReadyForQuery.
+    pub tx: TxStatus,
+    /// When it was opened.
+    pub opened_at: Instant,
+    /// Establishment cost.
+    pub timings: BackendTimings,
+    /// Client sessions served so far.
+    pub clients_served: u64,
+}
+
+impl Backend {
+    /// Opens and authenticates a backend; `extra_params` go into the startup packet.
+    pub async fn connect(
+        target: Arc<BackendTarget>,
+        creds: &Credentials,
+        extra_params: &[(String, String)],
+        cache: &Arc<SaltedPasswordCache>,
+    ) -> Result<Backend, BackendError> {
+        login::connect(target, creds, extra_params, cache).await
+    }
+
+    fn new(stream: Stream, cancel: CancelTarget) -> Backend {
+        Backend {
+            id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+            stream,
+            buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
+            scanner: Scanner::new(),
+            params: Vec::new(),
+            cancel,
+            tx: TxStatus::Idle,
+            opened_at: Instant::now(),
+            timings: BackendTimings::default(),
+            clients_served: 0,
+        }
+    }
+
+    /// Value of a reported parameter.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Records a ParameterStatus the server sent.
+    pub fn set_param(&mut self, name: &str, value: &str) {
+        match self.params.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => {
+                if v != value {
+                    *v = value.to_string();
+                }
+            }
+            None => self.params.push((name.to_string(), value.to_string())),
+        }
+    }
+}
+
+/// Sends a CancelRequest for `cancel` over a fresh connection, as PostgreSQL expects.
+pub async fn send_cancel(cancel: &CancelTarget) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = cancel.target.open().await?;
+    let mut buf = bytes::BytesMut::with_capacity(16);
+    postgres_protocol::message::frontend::cancel_request(cancel.pid, cancel.secret, &mut buf);
+    stream.write_all(&buf).await?;
+    stream.flush().await?;
+    // PostgreSQL closes the connection when done; wait briefly so the request is not cut off.
+    let mut sink = [0u8; 1];
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::io::AsyncReadExt::read(&mut stream, &mut sink),
+    )
+    .await;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! Work the pooler itself does on a backend between clients: running the
+//! reset query and applying a client's session parameters.
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+
+use super::{Backend, BackendError, ServerError, MAX_INSPECTED};
+use crate::protocol::frontend::split_cstr;
+use crate::stream::read_tagged;
+
+/// Transaction status from ReadyForQuery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxStatus {
+    /// `I`: not in a transaction.
+    Idle,
+    /// `T`: in a transaction block.
+    InTransaction,
+    /// `E`: in a failed transaction block.
+    Failed,
+}
+
+impl TxStatus {
+    /// Decodes the status byte.
+    pub fn from_byte(b: u8) -> Option<TxStatus> {
+        match b {
+            b'I' => Some(TxStatus::Idle),
+            b'T' => Some(TxStatus::InTransaction),
+            b'E' => Some(TxStatus::Failed),
+            _ => None,
+        }
+    }
+
+    /// The status byte.
+    pub fn as_byte(self) -> u8 {
+        match self {
+            TxStatus::Idle => b'I',
+            TxStatus::InTransaction => b'T',
+            TxStatus::Failed => b'E',
+        }
+    }
+}
+
+/// Reads severity, SQLSTATE and message out of an ErrorResponse body.
+pub fn parse_error_fields(mut body: &[u8]) -> ServerError {
+    let mut e = ServerError {
+        severity: "ERROR".into(),
+        code: "XX000".into(),
+        message: String::new(),
+    };
+    while let Some((&code, rest)) = body.split_first() {
+        if code == 0 {
+            break;
+        }
+        let Some((value, after)) = split_cstr(rest) else {
+            break;
+        };
+        let value = String::from_utf8_lossy(value).into_owned();
+        match code {
+            b'V' => e.severity = value,
+            b'S' if e.severity == "ERROR" => e.severity = value,
+            b'C' => e.code = value,
+            b'M' => e.message = value,
+            _ => {}
+        }
+        body = after;
+    }
+    e
+}
+
+impl Backend {
+    /// Runs one or more simple-protocol statements written as separate Query
+    /// messages in one write, and waits for every ReadyForQuery. Results are
+    /// discarded; the first error fails the call (the backend is then suspect).
+    pub async fn run_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        if !self.scanner.at_boundary() || !self.buf.is_empty() {
+            return Err(BackendError::Protocol(
+                "backend has unread data from a previous client".into(),
+            ));
+        }
+        let mut out = BytesMut::with_capacity(64);
+        for q in queries {
+            postgres_protocol::message::frontend::query(q, &mut out)
+                .map_err(|e| BackendError::Protocol(e.to_string()))?;
+        }
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(BackendError::Write)?;
+        let mut pending = queries.len();
+        let mut first_error = None;
+        while pending > 0 {
+            let f = read_tagged(&mut self.stream, &mut self.buf, MAX_INSPECTED).await?;
+            let body = self.buf.body(&f);
+            match f.tag {
+                b'Z' if body.len() == 1 => {
+                    self.tx = TxStatus::from_byte(body[0]).ok_or_else(|| {
+                        BackendError::Protocol("invalid ReadyForQuery status".into())
+                    })?;
+                    pending -= 1;
+                }
+                b'S' => {
+                    if let Some((name, rest)) = split_cstr(body) {
+                        if let Some((value, _)) = split_cstr(rest) {
+                            let (n, v) = (
+                                String::from_utf8_lossy(name).into_owned(),
+                                String::from_utf8_lossy(value).into_owned(),
+                            );
+                            self.set_param(&n, &v);
+                        }
+                    }
+                }
+                b'E' => {
+                    if first_error.is_none() {
+                        first_error = Some(parse_error_fields(body));
+                    }
+                }
+                // Row data, command tags, notices: the pooler's own queries have no reader.
+                b'T' | b'D' | b'C' | b'I' | b'N' | b'A' => {}
+                // COPY started by a reset query would leave the backend in a state we
+                // cannot drive; treat any other message as a protocol doubt.
+                other => {
+                    self.buf.consume(f.total);
+                    return Err(BackendError::Protocol(format!(
+                        "unexpected message type \"{}\" while running a pooler query",
+                        other.escape_ascii()
+                    )));
+                }
+            }
+            self.buf.consume(f.total);
+        }
+        match first_error {
+            Some(e) => Err(BackendError::Server(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Makes the backend fit for the next client: rolls back an open or failed
+    /// transaction, then runs the reset query. Any error means the caller must
+    /// close the backend instead of pooling it.
+    pub async fn reset(&mut self, reset_query: &str) -> Result<(), BackendError> {
+        let mut queries: Vec<&str> = Vec::with_capacity(2);
+        if self.tx != TxStatus::Idle {
+            queries.push("ROLLBACK");
+        }
+        if !reset_query.is_empty() {
+            queries.push(reset_query);
+        }
+        if !queries.is_empty() {
+            self.run_queries(&queries).await?;
+        }
+        if self.tx != TxStatus::Idle {
+            return Err(BackendError::Protocol(
+                "backend still in a transaction after reset".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_error_fields_and_tolerates_garbage() {
+        let body = b"SFATAL\0VFATAL\0C28P01\0Mpassword authentication failed\0\0";
+        let e = parse_error_fields(body);
+        assert_eq!(e.severity, "FATAL");
+        assert_eq!(e.code, "28P01");
+        assert_eq!(e.message, "password authentication failed");
+        let e = parse_error_fields(b"Cabc");
+        assert_eq!(e.code, "XX000");
+        let e = parse_error_fields(b"");
+        assert_eq!(e.message, "");
+    }
+
+    #[test]
+    fn tx_status_round_trips() {
+        for b in [b'I', b'T', b'E'] {
+            assert_eq!(TxStatus::from_byte(b).map(TxStatus::as_byte), Some(b));
+        }
+        assert_eq!(TxStatus::from_byte(b'x'), None);
+    }
+}

@@ -1,0 +1,131 @@
+//! Client authentication: trust, md5 and SCRAM-SHA-256 against the auth file.
+//!
+//! An unknown user and a wrong password end in the same 28P01 error, and an
+//! unknown user still goes through a full (mock) exchange, so probing cannot
+//! tell them apart.
+
+use bytes::BytesMut;
+use rand::RngCore;
+use tokio::io::AsyncWriteExt;
+
+use super::error::ClientError;
+use crate::auth::{md5_verify, Md5Outcome, ScramError, ScramServer, ScramSuccess, Secret};
+use crate::config::AuthMethod;
+use crate::protocol::frontend::{parse_password, parse_sasl_initial};
+use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_AUTH_MESSAGE};
+use crate::stream::{read_tagged, Stream};
+
+/// What a successful login proved, beyond the user name.
+pub enum Proof {
+    /// No secret involved (trust) or a secret the pooler already has.
+    Verified,
+    /// SCRAM revealed the client's ClientKey; with a pg_authid secret it lets
+    /// the pooler log in to PostgreSQL as this user.
+    Scram(ScramSuccess),
+}
+
+fn auth_failed(user: &str) -> ClientError {
+    ClientError::Refused(PgError::fatal(
+        "28P01",
+        format!("password authentication failed for user \"{user}\""),
+    ))
+}
+
+/// Runs the configured method for `user`; `secret` is None for an unknown user.
+pub async fn authenticate(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    method: AuthMethod,
+    user: &str,
+    secret: Option<&Secret>,
+    mock_seed: &[u8; 32],
+) -> Result<Proof, ClientError> {
+    match method {
+        AuthMethod::Trust => Ok(Proof::Verified),
+        AuthMethod::Md5 => match secret {
+            Some(s @ Secret::Scram(_)) => scram(stream, buf, user, Some(s), mock_seed).await,
+            _ => md5(stream, buf, user, secret).await,
+        },
+        AuthMethod::ScramSha256 => scram(stream, buf, user, secret, mock_seed).await,
+    }
+}
+
+/// Reads the client's next authentication message (type `p`).
+async fn read_auth_message(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+) -> Result<(Vec<u8>, usize), ClientError> {
+    let f = read_tagged(stream, buf, MAX_AUTH_MESSAGE).await?;
+    match f.tag {
+        b'p' => Ok((buf.body(&f).to_vec(), f.total)),
+        b'X' => Err(ClientError::Gone),
+        other => Err(ClientError::Protocol(Violation::new(format!(
+            "expected password response, got message type {other}"
+        )))),
+    }
+}
+
+async fn md5(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    user: &str,
+    secret: Option<&Secret>,
+) -> Result<Proof, ClientError> {
+    let mut salt = [0u8; 4];
+    rand::rngs::OsRng.fill_bytes(&mut salt);
+    let mut out = BytesMut::new();
+    server::auth_md5(&mut out, salt);
+    stream.write_all(&out).await?;
+    let (body, total) = read_auth_message(stream, buf).await?;
+    buf.consume(total);
+    let response = parse_password(&body)?;
+    match secret.map(|s| md5_verify(s, user, salt, response)) {
+        Some(Md5Outcome::Accepted) => Ok(Proof::Verified),
+        _ => Err(auth_failed(user)),
+    }
+}
+
+async fn scram(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    user: &str,
+    secret: Option<&Secret>,
+    mock_seed: &[u8; 32],
+) -> Result<Proof, ClientError> {
+    let mut exchange = ScramServer::new(user, secret.and_then(Secret::scram).cloned(), mock_seed);
+    let mut out = BytesMut::new();
+    server::auth_sasl(&mut out, &["SCRAM-SHA-256"]);
+    stream.write_all(&out).await?;
+
+    let (body, total) = read_auth_message(stream, buf).await?;
+    buf.consume(total);
+    let (mechanism, client_first) = parse_sasl_initial(&body)?;
+    if mechanism != "SCRAM-SHA-256" {
+        return Err(ClientError::Protocol(Violation::new(
+            "client selected an invalid SASL authentication mechanism",
+        )));
+    }
+    let server_first = exchange
+        .handle_client_first(client_first)
+        .map_err(scram_error)?;
+    out.clear();
+    server::auth_sasl_continue(&mut out, &server_first);
+    stream.write_all(&out).await?;
+
+    let (client_final, total) = read_auth_message(stream, buf).await?;
+    buf.consume(total);
+    match exchange.handle_client_final(&client_final) {
+        Ok(success) => {
+            out.clear();
+            server::auth_sasl_final(&mut out, &success.server_final);
+            stream.write_all(&out).await?;
+            Ok(Proof::Scram(success))
+        }
+        Err(ScramError::InvalidProof) => Err(auth_failed(user)),
+        Err(e) => Err(scram_error(e)),
+    }
+}
+
+fn scram_error(e: ScramError) -> ClientError {
+    ClientError::Refused(PgError::fatal(e.sqlstate(), e.to_string()))
+}

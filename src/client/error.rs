@@ -1,0 +1,112 @@
+//! The one place where a failed client session becomes an ErrorResponse.
+
+use crate::backend::BackendError;
+use crate::pool::AcquireError;
+use crate::protocol::frontend::StartupError;
+use crate::protocol::{PgError, Violation};
+use crate::stream::ReadError;
+
+/// Why a client session ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The client went away (EOF or reset): nothing to send.
+    #[error("client disconnected")]
+    Gone,
+    /// Reading from or writing to the client failed.
+    #[error("client I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A protocol violation (08P01).
+    #[error("protocol violation: {0}")]
+    Protocol(#[from] Violation),
+    /// A startup packet PostgreSQL would close without a word.
+    #[error("invalid startup packet: {0}")]
+    SilentClose(Violation),
+    /// The startup packet was refused.
+    #[error("{0}")]
+    Startup(#[from] StartupError),
+    /// Login refused (28000 / 28P01 / 3D000...).
+    #[error("{0}")]
+    Refused(PgError),
+    /// No backend could be had.
+    #[error("{0}")]
+    Acquire(#[from] AcquireError),
+    /// A backend failed while serving this client.
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    /// Login did not finish in `client_login_timeout`.
+    #[error("login timed out")]
+    LoginTimeout,
+    /// The pooler is shutting down.
+    #[error("shutting down")]
+    Shutdown,
+}
+
+impl From<ReadError> for ClientError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Eof => ClientError::Gone,
+            ReadError::Io(e) => ClientError::Io(e),
+            ReadError::Violation(v) => ClientError::Protocol(v),
+        }
+    }
+}
+
+impl ClientError {
+    /// The ErrorResponse to send, or None when the connection is just closed
+    /// (the peer is gone, or PostgreSQL itself would answer nothing).
+    pub fn to_pg_error(&self) -> Option<PgError> {
+        Some(match self {
+            ClientError::Gone | ClientError::Io(_) | ClientError::SilentClose(_) => return None,
+            ClientError::Protocol(v) => PgError::fatal("08P01", v.0.clone()),
+            ClientError::Startup(StartupError::UnsupportedVersion { .. }) => {
+                PgError::fatal("0A000", self.to_string())
+            }
+            ClientError::Startup(StartupError::Malformed(v)) => PgError::fatal("08P01", v.0.clone()),
+            ClientError::Refused(e) => e.clone(),
+            ClientError::Acquire(AcquireError::WaitTimeout(d)) => PgError::fatal(
+                "53300",
+                format!("no server connection became free within query_wait_timeout ({d:?})"),
+            )
+            .with_hint("All server connections of this pool are in use; raise pool_size or query_wait_timeout."),
+            ClientError::Acquire(AcquireError::Closed) | ClientError::Shutdown => {
+                PgError::fatal("57P01", "terminating connection due to administrator command")
+            }
+            ClientError::Acquire(AcquireError::Backend(e)) | ClientError::Backend(e) => backend_error(e),
+            ClientError::LoginTimeout => PgError::fatal(
+                "08P01",
+                "canceling authentication due to timeout (client_login_timeout)",
+            ),
+        })
+    }
+}
+
+/// What a client sees when its backend fails: PostgreSQL's own error where
+/// there is one, otherwise a 08006 naming the server.
+fn backend_error(e: &BackendError) -> PgError {
+    match e {
+        BackendError::Server(s) => {
+            let code = if s.code.len() == 5 {
+                leak_code(&s.code)
+            } else {
+                "XX000"
+            };
+            PgError::fatal(code, format!("server login failed: {}", s.message))
+        }
+        BackendError::Auth(msg) => PgError::fatal("08P01", format!("server login failed: {msg}")),
+        other => PgError::fatal("08006", other.to_string()),
+    }
+}
+
+/// SQLSTATEs are five ASCII characters from a fixed set; map the ones a
+/// backend login produces to static strings, the rest to a generic class.
+fn leak_code(code: &str) -> &'static str {
+    const KNOWN: [&str; 12] = [
+        "28000", "28P01", "3D000", "53300", "57P01", "57P02", "57P03", "08P01", "08006", "42501",
+        "0A000", "53000",
+    ];
+    KNOWN
+        .iter()
+        .find(|k| **k == code)
+        .copied()
+        .unwrap_or("08006")
+}

@@ -1,0 +1,318 @@
+//! One client's life: negotiate, authenticate, get a backend, relay, and
+//! give the backend back clean.
+
+mod authenticate;
+pub mod cancel;
+mod error;
+mod negotiate;
+mod params;
+mod relay;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::OwnedSemaphorePermit;
+use tracing::Instrument;
+
+pub use error::ClientError;
+pub use relay::{RelayEnd, Transferred};
+
+use crate::backend::send_cancel;
+use crate::pool::Lease;
+use crate::pooler::Pooler;
+use crate::protocol::frontend::StartupMessage;
+use crate::protocol::scan::Scanner;
+use crate::protocol::{server, FrameBuf, PgError, MAX_STARTUP_PACKET};
+use crate::stream::Stream;
+use crate::tls::Transport;
+use authenticate::Proof;
+use negotiate::Opening;
+
+/// Initial size of a client's read buffer; it grows (up to the cap) only for
+/// a large message that must be read whole.
+const CLIENT_BUF: usize = 16 * 1024;
+/// Client read buffer once relaying: big enough that COPY FROM is not capped.
+const CLIENT_RELAY_CAP: usize = 64 * 1024;
+
+/// Where a client is in its life; reported by the admin console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientState {
+    /// Reading startup packets (SSL/GSS requests, StartupMessage).
+    Negotiating,
+    /// Proving who it is.
+    Authenticating,
+    /// Logged in, waiting for a backend.
+    WaitingForBackend,
+    /// Holding a backend and relaying.
+    Active,
+    /// Ending.
+    Closing,
+}
+
+/// Establishment timings of one client connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoginTimings {
+    /// Accept to the first startup packet.
+    pub first_packet: Duration,
+    /// SSL/GSS negotiation up to the StartupMessage.
+    pub negotiation: Duration,
+    /// The authentication exchange.
+    pub auth: Duration,
+    /// Waiting for (or opening) a backend.
+    pub backend_wait: Duration,
+    /// Accept to the first ReadyForQuery.
+    pub total: Duration,
+}
+
+/// Facts about one accepted connection, known before any byte is read.
+#[derive(Debug, Clone)]
+pub struct ConnContext {
+    /// Pooler-wide connection id.
+    pub id: u64,
+    /// How the client reached us.
+    pub transport: Transport,
+    /// Peer address (or the socket path).
+    pub peer: String,
+    /// Whether TLS is in use.
+    pub tls: bool,
+    /// When the socket was accepted.
+    pub accepted_at: Instant,
+}
+
+/// Serves one client connection to the end. `permit` is its max_client_conn slot.
+pub async fn serve(
+    mut stream: Stream,
+    ctx: ConnContext,
+    pooler: Arc<Pooler>,
+    permit: Option<OwnedSemaphorePermit>,
+) {
+    let span = tracing::info_span!(
+        "client",
+        id = ctx.id,
+        transport = %ctx.transport,
+        peer = %ctx.peer,
+        tls = ctx.tls,
+    );
+    async move {
+        let mut buf = FrameBuf::new(CLIENT_BUF, CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET));
+        let result = run(&mut stream, &mut buf, &ctx, &pooler, permit).await;
+        if let Err(e) = result {
+            match e.to_pg_error() {
+                Some(err) => {
+                    tracing::info!(error = %err, "client closed with error");
+                    let mut out = BytesMut::new();
+                    err.encode(&mut out);
+                    let _ =
+                        tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+                }
+                None => tracing::debug!(reason = %e, "client closed"),
+            }
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+    }
+    .instrument(span)
+    .await
+}
+
+async fn run(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    ctx: &ConnContext,
+    pooler: &Arc<Pooler>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Result<(), ClientError> {
+    let login_timeout = pooler.config().listen.client_login_timeout;
+    let login = tokio::time::timeout(login_timeout, login(stream, buf, ctx, pooler, permit));
+    let session = match login.await {
+        Err(_) => return Err(ClientError::LoginTimeout),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(None)) => return Ok(()),
+        Ok(Ok(Some(s))) => s,
+    };
+    session.relay(stream, buf, pooler).await
+}
+
+/// A logged-in client holding its backend (session pooling).
+struct Session {
+    lease: Lease,
+    cancel_key: cancel::CancelKey,
+    _permit: Option<OwnedSemaphorePermit>,
+    user: String,
+    database: String,
+}
+
+async fn login(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    ctx: &ConnContext,
+    pooler: &Arc<Pooler>,
+    permit: Option<OwnedSemaphorePermit>,
+) -> Result<Option<Session>, ClientError> {
+    let mut timings = LoginTimings::default();
+    let startup = match negotiate::negotiate(stream, buf).await? {
+        Opening::Cancel { pid, secret } => {
+            forward_cancel(pooler, pid, secret).await;
+            return Ok(None);
+        }
+        Opening::Startup(s) => s,
+    };
+    timings.negotiation = ctx.accepted_at.elapsed();
+    let Some(permit) = permit else {
+        return Err(ClientError::Refused(PgError::fatal(
+            "53300",
+            "sorry, too many clients already",
+        )));
+    };
+    let (user, database) = identify(&startup)?;
+    tracing::Span::current().record("user", user.as_str());
+
+    let config = pooler.config();
+    let auth_file = pooler.auth_file();
+    let secret = auth_file.as_ref().and_then(|f| f.get(&user));
+    let auth_started = Instant::now();
+    let proof = authenticate::authenticate(
+        stream,
+        buf,
+        config.auth.method,
+        &user,
+        secret,
+        pooler.mock_seed(),
+    )
+    .await?;
+    timings.auth = auth_started.elapsed();
+
+    let mut out = BytesMut::with_capacity(512);
+    server::auth_ok(&mut out);
+    stream.write_all(&out).await?;
+
+    let pool = pooler.pool_for(&database, &user)?;
+    if let Proof::Scram(success) = &proof {
+        pooler.lend_scram_keys(&pool, &user, secret, success);
+    }
+    let wait_started = Instant::now();
+    let mut lease = pool.acquire().await?;
+    timings.backend_wait = wait_started.elapsed();
+    params::apply(lease.backend(), &startup).await?;
+
+    let cancel_key = pooler.cancels.issue();
+    cancel_key.slot.set(Some(lease.backend().cancel.clone()));
+    out.clear();
+    for (name, value) in &lease.backend().params {
+        server::parameter_status(&mut out, name, value);
+    }
+    server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
+    server::ready_for_query(&mut out, lease.backend().tx.as_byte());
+    stream.write_all(&out).await?;
+    timings.total = ctx.accepted_at.elapsed();
+    tracing::info!(
+        user = %user,
+        database = %database,
+        backend = lease.backend().id,
+        auth_us = timings.auth.as_micros() as u64,
+        wait_us = timings.backend_wait.as_micros() as u64,
+        total_us = timings.total.as_micros() as u64,
+        "client logged in"
+    );
+    Ok(Some(Session {
+        lease,
+        cancel_key,
+        _permit: Some(permit),
+        user,
+        database,
+    }))
+}
+
+/// The user and database a StartupMessage names, as PostgreSQL reads them.
+fn identify(startup: &StartupMessage) -> Result<(String, String), ClientError> {
+    let user = match startup.get("user") {
+        Some(u) if !u.is_empty() => u.to_string(),
+        _ => {
+            return Err(ClientError::Refused(PgError::fatal(
+                "28000",
+                "no PostgreSQL user name specified in startup packet",
+            )))
+        }
+    };
+    if startup
+        .get("replication")
+        .is_some_and(|r| r != "false" && r != "0" && r != "off")
+    {
+        return Err(ClientError::Refused(PgError::fatal(
+            "08P01",
+            "replication connections are not supported by pgharbor",
+        )));
+    }
+    let database = match startup.get("database") {
+        Some(d) if !d.is_empty() => d.to_string(),
+        _ => user.clone(),
+    };
+    Ok((user, database))
+}
+
+/// Forwards a cancel for a live key; unknown keys are dropped silently, as PostgreSQL does.
+async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
+    match pooler.cancels.lookup(pid, secret) {
+        Some(target) => {
+            tracing::info!(backend_pid = target.pid, "forwarding cancel request");
+            if let Err(e) = send_cancel(&target).await {
+                tracing::warn!(error = %e, "cancel request could not reach the server");
+            }
+        }
+        None => tracing::debug!("cancel request with an unknown key ignored"),
+    }
+}
+
+impl Session {
+    /// Relays until the client leaves, then returns the backend.
+    async fn relay(
+        mut self,
+        stream: &mut Stream,
+        buf: &mut FrameBuf,
+        pooler: &Arc<Pooler>,
+    ) -> Result<(), ClientError> {
+        let mut scan = Scanner::new();
+        let shutdown = pooler.terminate_token();
+        let (end, idle, sent) = {
+            let (mut cr, mut cw) = stream.split();
+            let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, self.lease.backend());
+            tokio::select! {
+                r = relay => r,
+                _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false, Transferred::default()),
+            }
+        };
+        self.cancel_key.slot.set(None);
+        let shutting_down = shutdown.is_cancelled();
+        tracing::info!(
+            user = %self.user,
+            database = %self.database,
+            to_server = sent.to_server,
+            to_client = sent.to_client,
+            end = ?end,
+            "client session ended"
+        );
+        let clean_end = matches!(
+            end,
+            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::ClientViolation(_)
+        );
+        if !idle && clean_end {
+            // The client left mid-query: stop the query so the server does not
+            // run it to the end for nobody, then close this backend.
+            let target = self.lease.backend().cancel.clone();
+            tokio::spawn(async move {
+                let _ = send_cancel(&target).await;
+            });
+        }
+        self.lease.release(idle && clean_end && !shutting_down);
+        match end {
+            _ if shutting_down => Err(ClientError::Shutdown),
+            RelayEnd::Terminated | RelayEnd::ClientGone => Ok(()),
+            RelayEnd::ClientViolation(v) => Err(ClientError::Protocol(v)),
+            RelayEnd::BackendGone(why) => Err(ClientError::Refused(PgError::fatal(
+                "08006",
+                format!("server connection lost: {why}"),
+            ))),
+        }
+    }
+}

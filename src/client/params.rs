@@ -1,0 +1,134 @@
+//! Making a pooled backend's session parameters match what a client asked
+//! for in its StartupMessage, so that it sees what a direct connection shows.
+
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+
+use super::error::ClientError;
+use crate::backend::Backend;
+use crate::protocol::frontend::StartupMessage;
+use crate::protocol::{PgError, Violation};
+
+/// Startup keys that are not session parameters.
+const NOT_PARAMS: &[&str] = &["user", "database", "replication", "options"];
+
+/// The (name, value) settings a StartupMessage asks for, including `-c name=value`
+/// (and `--name=value`) switches in `options`.
+pub fn requested(startup: &StartupMessage) -> Result<Vec<(String, String)>, ClientError> {
+    let mut out: Vec<(String, String)> = startup
+        .params
+        .iter()
+        .filter(|(k, _)| !NOT_PARAMS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    if let Some(options) = startup.get("options") {
+        out.extend(parse_options(options)?);
+    }
+    Ok(out)
+}
+
+/// Splits libpq's `options` the way PostgreSQL's pg_split_opts does (whitespace,
+/// backslash escapes) and keeps the `-c name=value` settings.
+fn parse_options(options: &str) -> Result<Vec<(String, String)>, ClientError> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut chars = options.chars();
+    let mut in_word = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                    in_word = true;
+                }
+            }
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut cur));
+                    in_word = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(cur);
+    }
+    let mut out = Vec::new();
+    let mut it = words.into_iter();
+    while let Some(w) = it.next() {
+        let setting = if w == "-c" {
+            it.next()
+        } else {
+            w.strip_prefix("-c")
+                .or_else(|| w.strip_prefix("--"))
+                .map(str::to_string)
+        };
+        let bad = || {
+            ClientError::Refused(PgError::fatal(
+                "08P01",
+                format!("unsupported startup option \"{w}\": pgharbor accepts only -c name=value"),
+            ))
+        };
+        let setting = setting.ok_or_else(bad)?;
+        let (name, value) = setting.split_once('=').ok_or_else(bad)?;
+        out.push((name.replace('-', "_"), value.to_string()));
+    }
+    Ok(out)
+}
+
+/// Issues SET for every requested parameter whose reported value differs.
+pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<(), ClientError> {
+    let wanted = requested(startup)?;
+    let mut sql = String::new();
+    for (name, value) in &wanted {
+        let same = backend.param(name).is_some_and(|v| {
+            v == value || (name == "client_encoding" && v.eq_ignore_ascii_case(value))
+        });
+        if same {
+            continue;
+        }
+        if name.contains('\0') || value.contains('\0') {
+            return Err(ClientError::Protocol(Violation::new(
+                "NUL byte in startup parameter",
+            )));
+        }
+        sql.push_str(&format!(
+            "SET {} TO {};",
+            escape_identifier(name),
+            escape_literal(value)
+        ));
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    backend.run_queries(&[&sql]).await.map_err(|e| match e {
+        crate::backend::BackendError::Server(s) => {
+            let code = if s.code == "42704" { "42704" } else { "22023" };
+            ClientError::Refused(PgError::fatal(code, s.message))
+        }
+        other => ClientError::Backend(other),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_libpq_options() {
+        assert_eq!(
+            parse_options("-c search_path=a\\ b --work-mem=4MB -cstatement_timeout=5").unwrap(),
+            vec![
+                ("search_path".into(), "a b".into()),
+                ("work_mem".into(), "4MB".into()),
+                ("statement_timeout".into(), "5".into()),
+            ]
+        );
+        assert!(parse_options("-d 5").is_err());
+        assert!(parse_options("-c novalue").is_err());
+        assert!(parse_options("  ").unwrap().is_empty());
+    }
+}

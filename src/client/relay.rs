@@ -1,0 +1,243 @@
+//! Moving bytes between a client and its backend, both directions at once.
+//!
+//! Each direction reads a large chunk into a reused buffer, lets the
+//! [`Scanner`] walk the message headers in place, and forwards the chunk in
+//! one write. Only a handful of messages are looked into: Terminate from the
+//! client, and ReadyForQuery/ParameterStatus from the server. Running the two
+//! directions concurrently (rather than one `select!` that writes inline)
+//! keeps a server that streams results while the client streams input from
+//! deadlocking against the pooler.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::io::AsyncWriteExt;
+
+use crate::backend::{Backend, TxStatus, MAX_INSPECTED};
+use crate::protocol::frontend::split_cstr;
+use crate::protocol::scan::{Scanner, Step};
+use crate::protocol::{FrameBuf, Violation};
+use crate::stream::{fill, ReadError, ReadHalf, WriteHalf};
+
+/// Frontend message types valid after login.
+const FRONTEND_TAGS: &[u8] = b"BCdcfDEHFPQSX";
+
+/// How a relay ended.
+#[derive(Debug)]
+pub enum RelayEnd {
+    /// The client sent Terminate.
+    Terminated,
+    /// The client closed its socket or its socket failed.
+    ClientGone,
+    /// The client broke the protocol; the text goes into a FATAL 08P01.
+    ClientViolation(Violation),
+    /// The server closed, failed, or broke the protocol.
+    BackendGone(String),
+}
+
+/// Counters the two directions share to tell whether the backend is idle.
+#[derive(Default)]
+struct Progress {
+    /// Query, Sync and FunctionCall messages forwarded (each earns a ReadyForQuery).
+    requests: AtomicU64,
+    /// ReadyForQuery messages seen.
+    ready: AtomicU64,
+    /// Extended-protocol messages forwarded since the last Sync.
+    unsynced: AtomicU64,
+}
+
+/// Bytes moved in each direction, for the overhead report.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Transferred {
+    /// Client to server.
+    pub to_server: u64,
+    /// Server to client.
+    pub to_client: u64,
+}
+
+/// Relays until one side ends. Returns how it ended, whether the backend is
+/// at a clean message boundary with nothing outstanding, and the byte counts.
+pub async fn relay(
+    client: (&mut ReadHalf<'_>, &mut WriteHalf<'_>),
+    cbuf: &mut FrameBuf,
+    cscan: &mut Scanner,
+    backend: &mut Backend,
+) -> (RelayEnd, bool, Transferred) {
+    let progress = Progress::default();
+    let (cr, cw) = client;
+    let Backend {
+        stream,
+        buf: bbuf,
+        scanner: bscan,
+        params,
+        tx,
+        ..
+    } = backend;
+    let (mut br, mut bw) = stream.split();
+    let mut sent = Transferred::default();
+    let end = {
+        let up = client_to_server(cr, &mut bw, cbuf, cscan, &progress, &mut sent.to_server);
+        let down = server_to_client(
+            &mut br,
+            cw,
+            bbuf,
+            bscan,
+            params,
+            tx,
+            &progress,
+            &mut sent.to_client,
+        );
+        tokio::select! {
+            end = up => end,
+            end = down => end,
+        }
+    };
+    let idle = cscan.at_boundary()
+        && bscan.at_boundary()
+        && bbuf.is_empty()
+        && progress.unsynced.load(Ordering::Relaxed) == 0
+        && progress.requests.load(Ordering::Relaxed) == progress.ready.load(Ordering::Relaxed);
+    (end, idle, sent)
+}
+
+async fn client_to_server(
+    cr: &mut ReadHalf<'_>,
+    bw: &mut WriteHalf<'_>,
+    buf: &mut FrameBuf,
+    scan: &mut Scanner,
+    progress: &Progress,
+    sent: &mut u64,
+) -> RelayEnd {
+    loop {
+        let mut pos = 0;
+        let mut stop = None;
+        loop {
+            let step = match scan.step(buf.readable(), pos, |t| t == b'X', 64) {
+                Ok(s) => s,
+                Err(v) => {
+                    stop = Some(RelayEnd::ClientViolation(v));
+                    break;
+                }
+            };
+            match step {
+                Step::NeedMore => break,
+                Step::Continuation { end } => pos = end,
+                Step::Whole { start, .. } => {
+                    // Terminate: the backend stays open for the next client.
+                    pos = start;
+                    stop = Some(RelayEnd::Terminated);
+                    break;
+                }
+                Step::Header { tag, start, end } => {
+                    if !FRONTEND_TAGS.contains(&tag) {
+                        pos = start;
+                        stop = Some(RelayEnd::ClientViolation(Violation::new(format!(
+                            "invalid frontend message type {tag}"
+                        ))));
+                        break;
+                    }
+                    match tag {
+                        b'Q' | b'F' => {
+                            progress.requests.fetch_add(1, Ordering::Relaxed);
+                        }
+                        b'S' => {
+                            progress.unsynced.store(0, Ordering::Relaxed);
+                            progress.requests.fetch_add(1, Ordering::Relaxed);
+                        }
+                        b'P' | b'B' | b'D' | b'E' | b'C' | b'H' => {
+                            progress.unsynced.fetch_add(1, Ordering::Relaxed);
+                        }
+                        _ => {}
+                    }
+                    pos = end;
+                }
+            }
+        }
+        if pos > 0 {
+            if let Err(e) = bw.write_all(&buf.readable()[..pos]).await {
+                return RelayEnd::BackendGone(format!("write to server failed: {e}"));
+            }
+            *sent += pos as u64;
+            buf.consume(pos);
+        }
+        if let Some(end) = stop {
+            return end;
+        }
+        match fill(cr, buf).await {
+            Ok(_) => {}
+            Err(ReadError::Violation(v)) => return RelayEnd::ClientViolation(v),
+            Err(_) => return RelayEnd::ClientGone,
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn server_to_client(
+    br: &mut ReadHalf<'_>,
+    cw: &mut WriteHalf<'_>,
+    buf: &mut FrameBuf,
+    scan: &mut Scanner,
+    params: &mut Vec<(String, String)>,
+    tx: &mut TxStatus,
+    progress: &Progress,
+    sent: &mut u64,
+) -> RelayEnd {
+    loop {
+        let mut pos = 0;
+        loop {
+            let step = match scan.step(
+                buf.readable(),
+                pos,
+                |t| t == b'Z' || t == b'S',
+                MAX_INSPECTED,
+            ) {
+                Ok(s) => s,
+                Err(v) => return RelayEnd::BackendGone(format!("server sent garbage: {v}")),
+            };
+            match step {
+                Step::NeedMore => break,
+                Step::Continuation { end } | Step::Header { end, .. } => pos = end,
+                Step::Whole { tag, start, end } => {
+                    let body = &buf.readable()[start + 5..end];
+                    if tag == b'Z' {
+                        match body.first().copied().and_then(TxStatus::from_byte) {
+                            Some(s) if body.len() == 1 => *tx = s,
+                            _ => return RelayEnd::BackendGone("invalid ReadyForQuery".into()),
+                        }
+                        progress.ready.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        record_param(params, body);
+                    }
+                    pos = end;
+                }
+            }
+        }
+        if pos > 0 {
+            if cw.write_all(&buf.readable()[..pos]).await.is_err() {
+                return RelayEnd::ClientGone;
+            }
+            *sent += pos as u64;
+            buf.consume(pos);
+        }
+        if let Err(e) = fill(br, buf).await {
+            return RelayEnd::BackendGone(e.to_string());
+        }
+    }
+}
+
+/// Keeps the backend's parameter set current so the next client is shown the truth.
+fn record_param(params: &mut Vec<(String, String)>, body: &[u8]) {
+    let Some((name, rest)) = split_cstr(body) else {
+        return;
+    };
+    let Some((value, _)) = split_cstr(rest) else {
+        return;
+    };
+    let (name, value) = (
+        String::from_utf8_lossy(name),
+        String::from_utf8_lossy(value),
+    );
+    match params.iter_mut().find(|(k, _)| *k == name) {
+        Some((_, v)) => *v = value.into_owned(),
+        None => params.push((name.into_owned(), value.into_owned())),
+    }
+}

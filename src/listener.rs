@@ -1,0 +1,206 @@
+//! Binds the TCP and Unix sockets, classifies each peer, and spawns a client
+//! session per connection.
+
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::net::{TcpListener, UnixListener, UnixStream};
+
+use crate::client::{self, ConnContext};
+use crate::config::Config;
+use crate::pooler::Pooler;
+use crate::stream::Stream;
+use crate::tls::Transport;
+
+/// Why the listeners could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// Binding a TCP address failed.
+    #[error("could not listen on {addr}: {source}")]
+    Tcp {
+        /// Address.
+        addr: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// The socket file belongs to a live server.
+    #[error("another server is already listening on {0}; is another pgharbor or PostgreSQL running on this port?")]
+    SocketInUse(PathBuf),
+    /// Creating the socket failed.
+    #[error("could not create Unix socket {path}: {source}")]
+    Unix {
+        /// Path.
+        path: PathBuf,
+        /// Cause.
+        source: io::Error,
+    },
+    /// Nothing to listen on.
+    #[error("no listen addresses and no Unix socket directory: nothing to accept clients on")]
+    Nothing,
+}
+
+/// Bound sockets; the Unix socket file is removed when this is dropped.
+pub struct Listeners {
+    tcp: Vec<TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+    unix_path: Option<PathBuf>,
+}
+
+impl Drop for Listeners {
+    fn drop(&mut self) {
+        let path = self
+            .unix
+            .as_ref()
+            .map(|(_, p)| p)
+            .or(self.unix_path.as_ref());
+        if let Some(path) = path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// `<dir>/.s.PGSQL.<port>`, as PostgreSQL names it.
+pub fn socket_path(dir: &Path, port: u16) -> PathBuf {
+    dir.join(format!(".s.PGSQL.{port}"))
+}
+
+impl Listeners {
+    /// Binds everything the config asks for.
+    pub async fn bind(config: &Config) -> Result<Listeners, ListenError> {
+        let mut tcp = Vec::new();
+        for ip in &config.listen.addresses {
+            let addr = std::net::SocketAddr::new(*ip, config.listen.port);
+            let sock = bind_tcp(addr).map_err(|source| ListenError::Tcp {
+                addr: addr.to_string(),
+                source,
+            })?;
+            tcp.push(sock);
+        }
+        let unix = match &config.listen.unix_socket_dir {
+            Some(dir) => {
+                let path = socket_path(dir, config.listen.port);
+                Some((
+                    bind_unix(&path, config.listen.unix_socket_mode).await?,
+                    path,
+                ))
+            }
+            None => None,
+        };
+        if tcp.is_empty() && unix.is_none() {
+            return Err(ListenError::Nothing);
+        }
+        Ok(Listeners {
+            tcp,
+            unix,
+            unix_path: None,
+        })
+    }
+
+    /// Accepts until `pooler.stop_accepting` fires, then closes the sockets.
+    pub async fn serve(mut self, pooler: Arc<Pooler>) {
+        let next_id = Arc::new(AtomicU64::new(1));
+        let mut accepting = tokio::task::JoinSet::new();
+        for l in self.tcp.drain(..) {
+            if let Ok(a) = l.local_addr() {
+                tracing::info!(address = %a, "listening on TCP");
+            }
+            accepting.spawn(accept_tcp(l, pooler.clone(), next_id.clone()));
+        }
+        if let Some((l, path)) = self.unix.take() {
+            tracing::info!(path = %path.display(), "listening on Unix socket");
+            self.unix_path = Some(path.clone());
+            accepting.spawn(accept_unix(l, path, pooler.clone(), next_id.clone()));
+        }
+        pooler.stop_accepting.cancelled().await;
+        accepting.shutdown().await;
+    }
+}
+
+fn bind_tcp(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    let sock = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    sock.set_reuseaddr(true)?;
+    sock.bind(addr)?;
+    sock.listen(1024)
+}
+
+/// Binds the socket file, replacing a stale one left by a crashed run but
+/// refusing to steal one a live server answers on.
+async fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> {
+    if path.exists() {
+        match UnixStream::connect(path).await {
+            Ok(_) => return Err(ListenError::SocketInUse(path.to_path_buf())),
+            Err(_) => {
+                tracing::info!(path = %path.display(), "removing stale socket file");
+                std::fs::remove_file(path).map_err(|source| ListenError::Unix {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+    }
+    let err = |source| ListenError::Unix {
+        path: path.to_path_buf(),
+        source,
+    };
+    let l = UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+    Ok(l)
+}
+
+async fn accept_tcp(l: TcpListener, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>) {
+    loop {
+        match l.accept().await {
+            Ok((sock, peer)) => {
+                let _ = sock.set_nodelay(true);
+                let ctx = ConnContext {
+                    id: next_id.fetch_add(1, Ordering::Relaxed),
+                    transport: Transport::for_tcp_peer(&peer),
+                    peer: peer.to_string(),
+                    tls: false,
+                    accepted_at: Instant::now(),
+                };
+                spawn_client(Stream::Tcp(sock), ctx, &pooler);
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+async fn accept_unix(l: UnixListener, path: PathBuf, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>) {
+    loop {
+        match l.accept().await {
+            Ok((sock, _)) => {
+                let ctx = ConnContext {
+                    id: next_id.fetch_add(1, Ordering::Relaxed),
+                    transport: Transport::Unix,
+                    peer: path.display().to_string(),
+                    tls: false,
+                    accepted_at: Instant::now(),
+                };
+                spawn_client(Stream::Unix(sock), ctx, &pooler);
+            }
+            Err(e) => accept_failed(e).await,
+        }
+    }
+}
+
+fn spawn_client(stream: Stream, ctx: ConnContext, pooler: &Arc<Pooler>) {
+    // A missing permit is reported after the startup packet, as PostgreSQL does.
+    let permit = pooler.client_slots.clone().try_acquire_owned().ok();
+    let p = pooler.clone();
+    pooler.tasks.spawn(client::serve(stream, ctx, p, permit));
+}
+
+/// Running out of file descriptors must not spin the accept loop.
+async fn accept_failed(e: io::Error) {
+    tracing::warn!(error = %e, "accept failed");
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}

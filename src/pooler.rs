@@ -1,0 +1,213 @@
+//! The running pooler's shared state: configuration snapshot, credentials,
+//! pools, cancel keys, client limit and shutdown signals. One value per
+//! pooler, passed by `Arc` (no globals, so tests can run several).
+
+use std::sync::{Arc, RwLock};
+
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::{new_mock_seed, AuthFile, SaltedPasswordCache, ScramKeys, ScramSuccess, Secret};
+use crate::backend::{BackendTarget, Credentials, ScramPassthrough};
+use crate::client::cancel::CancelRegistry;
+use crate::client::ClientError;
+use crate::config::Config;
+use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
+use crate::protocol::PgError;
+
+/// Why the pooler could not start or reload.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolerError {
+    /// The auth file could not be read or parsed.
+    #[error("auth.auth_file: {0}")]
+    AuthFile(String),
+}
+
+/// Shared state of one running pooler.
+pub struct Pooler {
+    config: RwLock<Arc<Config>>,
+    auth_file: RwLock<Option<Arc<AuthFile>>>,
+    /// Pools by (database, user).
+    pub pools: PoolRegistry,
+    /// Client cancel keys.
+    pub cancels: Arc<CancelRegistry>,
+    /// One permit per allowed client (`max_client_conn`).
+    pub client_slots: Arc<Semaphore>,
+    mock_seed: [u8; 32],
+    scram_cache: Arc<SaltedPasswordCache>,
+    /// Cancelled on SIGTERM/SIGINT: stop accepting.
+    pub stop_accepting: CancellationToken,
+    /// Cancelled when sessions must end now (57P01).
+    terminate: CancellationToken,
+    /// Every client task, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+}
+
+/// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
+pub async fn load_auth_file(config: &Config) -> Result<Option<Arc<AuthFile>>, PoolerError> {
+    let Some(path) = config.auth.auth_file.clone() else {
+        return Ok(None);
+    };
+    let loaded = tokio::task::spawn_blocking(move || AuthFile::load(&path))
+        .await
+        .map_err(|e| PoolerError::AuthFile(e.to_string()))?;
+    loaded
+        .map(|f| Some(Arc::new(f)))
+        .map_err(|e| PoolerError::AuthFile(e.to_string()))
+}
+
+impl Pooler {
+    /// Builds the shared state for a validated config.
+    pub async fn new(config: Config) -> Result<Arc<Pooler>, PoolerError> {
+        let auth_file = load_auth_file(&config).await?;
+        Ok(Arc::new(Pooler {
+            client_slots: Arc::new(Semaphore::new(config.pool.max_client_conn)),
+            config: RwLock::new(Arc::new(config)),
+            auth_file: RwLock::new(auth_file),
+            pools: PoolRegistry::default(),
+            cancels: Arc::new(CancelRegistry::default()),
+            mock_seed: new_mock_seed(),
+            scram_cache: Arc::new(SaltedPasswordCache::new(1024)),
+            stop_accepting: CancellationToken::new(),
+            terminate: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        }))
+    }
+
+    /// The current configuration.
+    pub fn config(&self) -> Arc<Config> {
+        match self.config.read() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// The current auth file, if one is configured.
+    pub fn auth_file(&self) -> Option<Arc<AuthFile>> {
+        match self.auth_file.read() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Swaps in a new configuration and auth file (new logins use them).
+    pub async fn reload(&self, config: Config) -> Result<(), PoolerError> {
+        let auth_file = load_auth_file(&config).await?;
+        if let Ok(mut a) = self.auth_file.write() {
+            *a = auth_file;
+        }
+        if let Ok(mut c) = self.config.write() {
+            *c = Arc::new(config);
+        }
+        Ok(())
+    }
+
+    /// Seed for mock SCRAM salts of unknown users.
+    pub fn mock_seed(&self) -> &[u8; 32] {
+        &self.mock_seed
+    }
+
+    /// Token cancelled when sessions must be closed now.
+    pub fn terminate_token(&self) -> CancellationToken {
+        self.terminate.clone()
+    }
+
+    /// Ends every session with 57P01.
+    pub fn terminate_sessions(&self) {
+        self.stop_accepting.cancel();
+        self.terminate.cancel();
+        self.pools.close_all();
+    }
+
+    /// The pool serving `user` on `database`; 3D000 if the database is unknown.
+    pub fn pool_for(&self, database: &str, user: &str) -> Result<Arc<Pool>, ClientError> {
+        let config = self.config();
+        let Some(db) = config.databases.get(database) else {
+            return Err(ClientError::Refused(PgError::fatal(
+                "3D000",
+                format!("database \"{database}\" does not exist"),
+            )));
+        };
+        let backend_user = db.conninfo.user.clone().unwrap_or_else(|| user.to_string());
+        let key = PoolKey {
+            database: database.to_string(),
+            user: backend_user.clone(),
+        };
+        self.pools
+            .get_or_create(&key, || {
+                let target = BackendTarget {
+                    host: db.conninfo.host.clone(),
+                    port: db.conninfo.port,
+                    dbname: db
+                        .conninfo
+                        .dbname
+                        .clone()
+                        .unwrap_or_else(|| database.to_string()),
+                    user: backend_user.clone(),
+                };
+                let creds = self.credentials_for(&backend_user, db.conninfo.password.as_deref());
+                let connect_timeout = db
+                    .conninfo
+                    .connect_timeout
+                    .map_or(config.pool.server_connect_timeout, |t| {
+                        t.min(config.pool.server_connect_timeout)
+                    });
+                Pool::new(
+                    key.clone(),
+                    target,
+                    creds,
+                    self.scram_cache.clone(),
+                    PoolSettings {
+                        size: db.pool_size.unwrap_or(config.pool.default_pool_size),
+                        wait_timeout: config.pool.query_wait_timeout,
+                        connect_timeout,
+                        reset_query: config.pool.server_reset_query.clone(),
+                    },
+                )
+            })
+            .map_err(|e| ClientError::Refused(PgError::fatal("XX000", e)))
+    }
+
+    /// What the pooler can show PostgreSQL for `user`: the conninfo password,
+    /// else the auth file's secret. A SCRAM-only secret needs a client's keys.
+    fn credentials_for(&self, user: &str, conninfo_password: Option<&str>) -> Credentials {
+        let mut creds = Credentials::default();
+        if let Some(pw) = conninfo_password {
+            creds.password = Some(pw.to_string());
+            return creds;
+        }
+        match self.auth_file().as_ref().and_then(|f| f.get(user).cloned()) {
+            Some(Secret::Plain { password, .. }) => creds.password = Some(password),
+            Some(Secret::Md5 { hash }) => creds.md5_hash = Some(hash),
+            Some(Secret::Scram(_)) | None => {}
+        }
+        creds
+    }
+
+    /// After a SCRAM login against a pg_authid secret, lets the pool log in to
+    /// PostgreSQL with the client's ClientKey (no plaintext anywhere).
+    /// Keys are lent only to a pool whose backends log in as the client's own user.
+    pub fn lend_scram_keys(
+        &self,
+        pool: &Pool,
+        client_user: &str,
+        secret: Option<&Secret>,
+        success: &ScramSuccess,
+    ) {
+        let Some(Secret::Scram(s)) = secret else {
+            return;
+        };
+        if pool.key.user != client_user {
+            return;
+        }
+        pool.lend_scram_keys(ScramPassthrough {
+            salt: s.salt.clone(),
+            iterations: s.iterations,
+            keys: ScramKeys {
+                client_key: success.client_key,
+                server_key: s.server_key,
+            },
+        });
+    }
+}
