@@ -1,0 +1,59 @@
+//! Test harness for pgharbor's integration tests.
+//!
+//! - [`pg`]: a throwaway PostgreSQL cluster per test binary (initdb, SSL,
+//!   SCRAM/md5/trust roles), run as the `postgres` OS user under root.
+//! - [`pooler`]: a pgharbor process per test with its own config, userlist,
+//!   ports and socket directory.
+//! - [`clients`]: connection strings, tokio-postgres, psql and pgbench.
+//! - [`wire`]: a raw protocol client for malformed input and for reading what
+//!   real clients hide (BackendKeyData, ParameterStatus, exact errors).
+//!
+//! Every test binary does `mod common;` and uses a subset, hence the
+//! dead-code allowance.
+#![allow(dead_code, unused_imports)]
+
+pub mod clients;
+pub mod pg;
+pub mod pooler;
+pub mod util;
+pub mod wire;
+
+pub use clients::{connect, connect_ok, connect_with_messages, psql, psql_ok};
+pub use pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
+pub use pooler::{Backend, DbEntry, Pooler, PoolerOpts};
+pub use wire::{Endpoint, ErrorFields, RawConn, Reply};
+
+/// The two ways a client reaches a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Unix,
+    Tcp,
+}
+
+impl Transport {
+    pub const ALL: [Transport; 2] = [Transport::Unix, Transport::Tcp];
+}
+
+/// A libpq key=value connection string. TCP and Unix alike get
+/// `sslmode=disable`: tokio-postgres with NoTls needs it, and the TLS
+/// policy has tests of its own.
+pub fn conninfo(host: &str, port: u16, user: &str, password: Option<&str>, db: &str) -> String {
+    let mut s = format!(
+        "host={} port={port} user={} dbname={} sslmode=disable",
+        quote(host),
+        quote(user),
+        quote(db)
+    );
+    if let Some(p) = password {
+        s.push_str(&format!(" password={}", quote(p)));
+    }
+    s
+}
+
+/// Quotes a conninfo value when it needs it.
+fn quote(v: &str) -> String {
+    if !v.is_empty() && !v.contains([' ', '\'', '\\', '=']) {
+        return v.to_string();
+    }
+    format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
+}

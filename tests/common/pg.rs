@@ -1,0 +1,478 @@
+//! A throwaway PostgreSQL cluster: initdb into a temp dir, SSL on with a
+//! certificate made at run time, SCRAM, md5 and trust roles, its own port and
+//! socket directory. One per test binary (`PgCluster::shared()`), cleaned up
+//! by a watchdog even when the binary dies without unwinding.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::util::{
+    chown_recursive, clean_libpq_env, free_port, kill, run_as, server_user, spawn_watchdog,
+    tail_file, unique_temp_dir, wait_child, wait_until,
+};
+use super::Transport;
+
+/// The database every test uses.
+pub const TEST_DB: &str = "harbor_test";
+
+/// Roles the cluster creates: (name, password, how PostgreSQL stores it).
+pub const SCRAM_USER: (&str, &str) = ("scram_user", "scram_pass");
+pub const MD5_USER: (&str, &str) = ("md5_user", "md5_pass");
+/// No password; pg_hba trusts it over TCP too.
+pub const TRUST_USER: &str = "trust_user";
+
+pub struct PgCluster {
+    dir: PathBuf,
+    data: PathBuf,
+    sock: PathBuf,
+    bin: PathBuf,
+    port: u16,
+    ca_cert: PathBuf,
+    log: PathBuf,
+    postmaster: Mutex<Option<Child>>,
+    watchdog: Mutex<Option<Child>>,
+}
+
+static SHARED: OnceLock<PgCluster> = OnceLock::new();
+
+impl PgCluster {
+    /// The cluster shared by all tests of this test binary, started on first use.
+    pub fn shared() -> &'static PgCluster {
+        SHARED.get_or_init(PgCluster::start)
+    }
+
+    /// Creates, configures and starts a new cluster; panics with the relevant
+    /// log when any step fails.
+    pub fn start() -> PgCluster {
+        let bin = find_bindir();
+        let user = server_user();
+        let dir = unique_temp_dir("pg");
+        let pidfile = dir.join("harness-postmaster.pid");
+        let watchdog = spawn_watchdog(&pidfile, "QUIT", &dir);
+        let data = dir.join("data");
+        let sock = dir.join("sock");
+        let certs = dir.join("certs");
+        let log = dir.join("postgres.log");
+        std::fs::create_dir(&sock).expect("mkdir sock");
+        std::fs::create_dir(&certs).expect("mkdir certs");
+        make_certificates(&certs);
+        for f in ["server.key", "ca.key"] {
+            std::fs::set_permissions(certs.join(f), std::fs::Permissions::from_mode(0o600))
+                .expect("chmod key");
+        }
+        chown_recursive(&dir, user);
+
+        let mut initdb = Command::new(bin.join("initdb"));
+        initdb
+            .arg("-D")
+            .arg(&data)
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256", "-U"])
+            .args(["postgres", "--no-locale", "-E", "UTF8", "--no-sync"])
+            .current_dir(&dir)
+            .env("TZ", "UTC");
+        run_as(&mut initdb, user);
+        let out = initdb.output().expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+
+        let port = free_port();
+        let mut conf = OpenOptions::new()
+            .append(true)
+            .open(data.join("postgresql.conf"))
+            .expect("open postgresql.conf");
+        write!(
+            conf,
+            "\n# pgharbor test harness\n\
+             listen_addresses = '127.0.0.1'\n\
+             port = {port}\n\
+             unix_socket_directories = '{sock}'\n\
+             ssl = on\n\
+             ssl_cert_file = '{cert}'\n\
+             ssl_key_file = '{key}'\n\
+             max_connections = 300\n\
+             fsync = off\n\
+             synchronous_commit = off\n\
+             full_page_writes = off\n\
+             shared_buffers = 32MB\n\
+             logging_collector = off\n\
+             log_connections = on\n\
+             log_disconnections = on\n\
+             log_min_messages = info\n",
+            sock = sock.display(),
+            cert = certs.join("server.crt").display(),
+            key = certs.join("server.key").display(),
+        )
+        .expect("write postgresql.conf");
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "# pgharbor test harness\n\
+             local all all trust\n\
+             host all trust_user 127.0.0.1/32 trust\n\
+             host all md5_user 127.0.0.1/32 md5\n\
+             host all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .expect("write pg_hba.conf");
+        chown_recursive(&data, user);
+
+        let log_file = std::fs::File::create(&log).expect("create postgres.log");
+        let mut postgres = Command::new(bin.join("postgres"));
+        postgres
+            .arg("-D")
+            .arg(&data)
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("dup log"))
+            .stderr(log_file)
+            .process_group(0);
+        run_as(&mut postgres, user);
+        let child = postgres.spawn().expect("spawn postgres");
+        std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+
+        // From here on, Drop stops the server if anything below panics.
+        let cluster = PgCluster {
+            dir,
+            data,
+            sock,
+            bin,
+            port,
+            ca_cert: certs.join("ca.crt"),
+            log,
+            postmaster: Mutex::new(Some(child)),
+            watchdog: Mutex::new(Some(watchdog)),
+        };
+        let ready = wait_until(Duration::from_secs(60), || {
+            let exited = cluster
+                .postmaster
+                .lock()
+                .unwrap()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                panic!(
+                    "postgres exited during start-up ({status}):\n{}",
+                    tail_file(&cluster.log, 4000)
+                );
+            }
+            Command::new(cluster.bin.join("pg_isready"))
+                .args(["-q", "-U", "postgres", "-d", "postgres", "-h"])
+                .arg(&cluster.sock)
+                .args(["-p", &port.to_string()])
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false)
+        });
+        assert!(
+            ready,
+            "postgres did not become ready in 60 s:\n{}",
+            tail_file(&cluster.log, 4000)
+        );
+        cluster.create_roles();
+        cluster
+    }
+
+    fn create_roles(&self) {
+        let steps: &[(&str, &str)] = &[
+            (
+                "postgres",
+                "CREATE ROLE scram_user LOGIN PASSWORD 'scram_pass'",
+            ),
+            (
+                "postgres",
+                "SET password_encryption = 'md5'; CREATE ROLE md5_user LOGIN PASSWORD 'md5_pass'",
+            ),
+            ("postgres", "CREATE ROLE trust_user LOGIN"),
+            ("postgres", "CREATE DATABASE harbor_test OWNER scram_user"),
+            (
+                TEST_DB,
+                "GRANT ALL ON SCHEMA public TO md5_user, trust_user; \
+                 GRANT CREATE, TEMPORARY ON DATABASE harbor_test TO md5_user, trust_user",
+            ),
+        ];
+        for (db, sql) in steps {
+            self.psql_ok(db, sql);
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Directory holding `.s.PGSQL.<port>`.
+    pub fn socket_dir(&self) -> &Path {
+        &self.sock
+    }
+
+    pub fn socket_path(&self) -> PathBuf {
+        self.sock.join(format!(".s.PGSQL.{}", self.port))
+    }
+
+    pub fn bin_dir(&self) -> &Path {
+        &self.bin
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data
+    }
+
+    /// The CA that signed the server certificate (CN=localhost, SAN localhost and 127.0.0.1).
+    pub fn ca_cert(&self) -> &Path {
+        &self.ca_cert
+    }
+
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// libpq connection string for a direct connection (without password
+    /// when `password` is None). TCP is plain (sslmode=disable) unless the
+    /// caller appends its own sslmode.
+    pub fn conninfo(
+        &self,
+        transport: Transport,
+        user: &str,
+        password: Option<&str>,
+        db: &str,
+    ) -> String {
+        let host = match transport {
+            Transport::Unix => self.sock.display().to_string(),
+            Transport::Tcp => "127.0.0.1".to_string(),
+        };
+        super::conninfo(&host, self.port, user, password, db)
+    }
+
+    /// Where a raw client connects to reach PostgreSQL directly.
+    pub fn endpoint(&self, transport: Transport) -> super::wire::Endpoint {
+        match transport {
+            Transport::Unix => super::wire::Endpoint::Unix(self.socket_path()),
+            Transport::Tcp => super::wire::Endpoint::Tcp(self.port),
+        }
+    }
+
+    /// `rolpassword` from pg_authid: `SCRAM-SHA-256$<iter>:<salt>$<StoredKey>:<ServerKey>`.
+    pub fn scram_secret(&self, role: &str) -> String {
+        let secret = self.rolpassword(role);
+        assert!(
+            secret.starts_with("SCRAM-SHA-256$"),
+            "{role} has no SCRAM secret: {secret:?}"
+        );
+        secret
+    }
+
+    /// `rolpassword` from pg_authid: `md5<32 hex>`.
+    pub fn md5_secret(&self, role: &str) -> String {
+        let secret = self.rolpassword(role);
+        assert!(
+            secret.starts_with("md5") && secret.len() == 35,
+            "{role} has no md5 secret: {secret:?}"
+        );
+        secret
+    }
+
+    fn rolpassword(&self, role: &str) -> String {
+        self.psql_ok(
+            "postgres",
+            &format!(
+                "SELECT rolpassword FROM pg_authid WHERE rolname = '{}'",
+                role.replace('\'', "''")
+            ),
+        )
+    }
+
+    /// Runs psql over the socket as `postgres` with the given extra args
+    /// (e.g. `["-d", "harbor_test", "-Atc", "SELECT 1"]`).
+    pub fn psql(&self, args: &[&str]) -> Output {
+        let mut cmd = Command::new(self.bin.join("psql"));
+        clean_libpq_env(&mut cmd);
+        cmd.args(["-X", "-v", "ON_ERROR_STOP=1", "-h"])
+            .arg(&self.sock)
+            .args(["-p", &self.port.to_string(), "-U", "postgres"])
+            .args(args)
+            .stdin(Stdio::null());
+        cmd.output().expect("run psql")
+    }
+
+    /// Runs one SQL string as superuser in `db`; panics on failure; returns
+    /// the unaligned, tuples-only output, trimmed.
+    pub fn psql_ok(&self, db: &str, sql: &str) -> String {
+        let out = self.psql(&["-d", db, "-q", "-At", "-c", sql]);
+        assert!(
+            out.status.success(),
+            "psql as postgres in {db} failed for {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// tokio-postgres superuser client over the socket, on `harbor_test`.
+    /// Must be called inside a tokio runtime.
+    pub async fn admin_client(&self) -> tokio_postgres::Client {
+        let conninfo = self.conninfo(Transport::Unix, "postgres", None, TEST_DB);
+        super::clients::connect(&conninfo)
+            .await
+            .unwrap_or_else(|e| panic!("admin connection to {conninfo}: {e:?}"))
+    }
+
+    /// Stops the cluster now and removes its directory.
+    fn stop(&self) {
+        if let Some(mut wd) = self
+            .watchdog
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            let _ = wd.kill();
+            let _ = wd.wait();
+        }
+        if let Some(mut pm) = self
+            .postmaster
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            kill(pm.id(), libc::SIGQUIT);
+            if wait_child(&mut pm, Duration::from_secs(10)).is_none() {
+                let _ = pm.kill();
+                let _ = pm.wait();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl Drop for PgCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// `pg_config --bindir` when it has initdb, else the newest
+/// /usr/lib/postgresql/<version>/bin.
+fn find_bindir() -> PathBuf {
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        if out.status.success() {
+            let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+            if dir.join("initdb").exists() && dir.join("postgres").exists() {
+                return dir;
+            }
+        }
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("initdb").exists().then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin).expect(
+        "no PostgreSQL server binaries: neither `pg_config --bindir` nor \
+         /usr/lib/postgresql/*/bin has initdb (run scripts/test.sh to install them)",
+    )
+}
+
+/// ECDSA P-256 CA and a server certificate it signs, CN=localhost with SAN
+/// DNS:localhost and IP:127.0.0.1, written to `dir` as ca.crt/ca.key and
+/// server.crt/server.key.
+fn make_certificates(dir: &Path) {
+    std::fs::write(
+        dir.join("openssl.cnf"),
+        "[req]\n\
+         distinguished_name = dn\n\
+         prompt = no\n\
+         [dn]\n\
+         CN = pgharbor test CA\n\
+         [v3_ca]\n\
+         basicConstraints = critical,CA:TRUE\n\
+         keyUsage = critical,keyCertSign,cRLSign\n\
+         subjectKeyIdentifier = hash\n\
+         [v3_server]\n\
+         basicConstraints = critical,CA:FALSE\n\
+         keyUsage = critical,digitalSignature\n\
+         extendedKeyUsage = serverAuth\n\
+         subjectAltName = DNS:localhost,IP:127.0.0.1\n\
+         subjectKeyIdentifier = hash\n\
+         authorityKeyIdentifier = keyid,issuer\n",
+    )
+    .expect("write openssl.cnf");
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let steps: Vec<Vec<&str>> = vec![
+        [
+            &[
+                "req",
+                "-x509",
+                "-config",
+                "openssl.cnf",
+                "-extensions",
+                "v3_ca",
+            ][..],
+            &ec[..],
+            &["-keyout", "ca.key", "-out", "ca.crt", "-days", "30"][..],
+            &["-subj", "/CN=pgharbor test CA"][..],
+        ]
+        .concat(),
+        [
+            &["req", "-new", "-config", "openssl.cnf"][..],
+            &ec[..],
+            &[
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                "/CN=localhost",
+            ][..],
+        ]
+        .concat(),
+        vec![
+            "x509",
+            "-req",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "server.crt",
+            "-days",
+            "30",
+            "-extfile",
+            "openssl.cnf",
+            "-extensions",
+            "v3_server",
+        ],
+    ];
+    for args in steps {
+        let out = Command::new("openssl")
+            .args(&args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run openssl (is the openssl CLI installed?)");
+        assert!(
+            out.status.success(),
+            "openssl {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -1,0 +1,505 @@
+//! A pgharbor process for one test: its own temp dir with config, userlist,
+//! Unix socket and log, its own TCP port, stopped on drop (SIGINT, then
+//! SIGKILL after 5 s) and by a watchdog if the test binary dies.
+
+use std::fmt::Write as _;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use super::pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
+use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir, wait_child};
+use super::wire::Endpoint;
+use super::Transport;
+
+/// How a `[databases.NAME]` entry reaches PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The cluster's socket directory (pg_hba: trust for everyone).
+    Unix,
+    /// 127.0.0.1 (pg_hba: trust_user trust, md5_user md5, others SCRAM).
+    Tcp,
+}
+
+/// One `[databases.NAME]` entry.
+#[derive(Debug, Clone)]
+pub struct DbEntry {
+    /// The name clients ask for.
+    pub name: String,
+    pub backend: Backend,
+    /// `dbname=` in the conninfo; None leaves it out (the entry's name is used).
+    pub dbname: Option<String>,
+    /// `user=`: every client of the entry shares this backend user.
+    pub user: Option<String>,
+    /// `password=`.
+    pub password: Option<String>,
+    pub pool_size: Option<usize>,
+    /// Appended to the conninfo verbatim (e.g. "application_name=x").
+    pub extra_conninfo: String,
+}
+
+impl DbEntry {
+    /// `harbor_test` over the given backend, each client's own user.
+    pub fn new(name: &str, backend: Backend) -> DbEntry {
+        DbEntry {
+            name: name.to_string(),
+            backend,
+            dbname: Some(TEST_DB.to_string()),
+            user: None,
+            password: None,
+            pool_size: None,
+            extra_conninfo: String::new(),
+        }
+    }
+
+    pub fn user(mut self, user: &str, password: Option<&str>) -> DbEntry {
+        self.user = Some(user.to_string());
+        self.password = password.map(str::to_string);
+        self
+    }
+
+    pub fn pool_size(mut self, n: usize) -> DbEntry {
+        self.pool_size = Some(n);
+        self
+    }
+}
+
+/// Everything a test may choose about a pooler. `Default` is: SCRAM client
+/// auth against plain passwords for the three cluster roles, session mode,
+/// `harbor_test` over the cluster's Unix socket, both listeners on.
+#[derive(Debug, Clone)]
+pub struct PoolerOpts {
+    /// trust | md5 | scram-sha-256
+    pub auth_method: String,
+    /// Userlist lines: (user, secret).
+    pub userlist: Vec<(String, String)>,
+    pub databases: Vec<DbEntry>,
+    pub mode: String,
+    pub default_pool_size: usize,
+    pub max_client_conn: usize,
+    pub query_wait_timeout: String,
+    pub client_login_timeout: String,
+    pub server_connect_timeout: String,
+    /// None leaves the key out (the pooler's default).
+    pub server_reset_query: Option<String>,
+    pub shutdown_timeout: String,
+    /// Listen on 127.0.0.1.
+    pub tcp: bool,
+    /// Listen on a Unix socket in the pooler's temp dir.
+    pub unix: bool,
+    /// Extra TOML appended to the config.
+    pub extra_toml: String,
+}
+
+impl Default for PoolerOpts {
+    fn default() -> Self {
+        PoolerOpts {
+            auth_method: "scram-sha-256".into(),
+            userlist: vec![
+                (SCRAM_USER.0.into(), SCRAM_USER.1.into()),
+                (MD5_USER.0.into(), MD5_USER.1.into()),
+                (TRUST_USER.into(), "trust_pass".into()),
+            ],
+            databases: vec![DbEntry::new(TEST_DB, Backend::Unix)],
+            mode: "session".into(),
+            default_pool_size: 20,
+            max_client_conn: 10000,
+            query_wait_timeout: "120s".into(),
+            client_login_timeout: "15s".into(),
+            server_connect_timeout: "15s".into(),
+            server_reset_query: Some("DISCARD ALL".into()),
+            shutdown_timeout: "30s".into(),
+            tcp: true,
+            unix: true,
+            extra_toml: String::new(),
+        }
+    }
+}
+
+impl PoolerOpts {
+    pub fn auth(mut self, method: &str) -> Self {
+        self.auth_method = method.into();
+        self
+    }
+    pub fn userlist(mut self, entries: &[(&str, &str)]) -> Self {
+        self.userlist = entries
+            .iter()
+            .map(|(u, s)| (u.to_string(), s.to_string()))
+            .collect();
+        self
+    }
+    pub fn databases(mut self, dbs: Vec<DbEntry>) -> Self {
+        self.databases = dbs;
+        self
+    }
+    pub fn pool_size(mut self, n: usize) -> Self {
+        self.default_pool_size = n;
+        self
+    }
+    pub fn max_client_conn(mut self, n: usize) -> Self {
+        self.max_client_conn = n;
+        self
+    }
+    pub fn query_wait_timeout(mut self, t: &str) -> Self {
+        self.query_wait_timeout = t.into();
+        self
+    }
+    pub fn client_login_timeout(mut self, t: &str) -> Self {
+        self.client_login_timeout = t.into();
+        self
+    }
+    pub fn shutdown_timeout(mut self, t: &str) -> Self {
+        self.shutdown_timeout = t.into();
+        self
+    }
+    pub fn reset_query(mut self, q: Option<&str>) -> Self {
+        self.server_reset_query = q.map(str::to_string);
+        self
+    }
+}
+
+pub struct Pooler {
+    dir: PathBuf,
+    port: u16,
+    sock_dir: Option<PathBuf>,
+    tcp: bool,
+    config_path: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    watchdog: Option<Child>,
+}
+
+/// TOML basic string.
+fn toml_str(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Userlist field: PgBouncer doubles a `"` inside quotes.
+fn userlist_str(s: &str) -> String {
+    format!("\"{}\"", s.replace('"', "\"\""))
+}
+
+impl Pooler {
+    /// The path of the pgharbor binary cargo built for these tests.
+    pub fn binary() -> &'static str {
+        env!("CARGO_BIN_EXE_pgharbor")
+    }
+
+    /// Writes the config and starts pgharbor; panics (with its log) when it
+    /// exits or does not listen within 10 s.
+    pub fn start(cluster: &PgCluster, opts: PoolerOpts) -> Pooler {
+        Pooler::try_start(cluster, opts).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Like [`Pooler::start`], returning the failure instead of panicking.
+    pub fn try_start(cluster: &PgCluster, opts: PoolerOpts) -> Result<Pooler, String> {
+        let dir = unique_temp_dir("pooler");
+        let pidfile = dir.join("harness-pgharbor.pid");
+        let watchdog = spawn_watchdog(&pidfile, "KILL", &dir);
+        let port = free_port();
+        let sock_dir = opts.unix.then(|| dir.join("sock"));
+        if let Some(s) = &sock_dir {
+            std::fs::create_dir(s).expect("mkdir pooler sock dir");
+        }
+        let config_path = dir.join("pgharbor.toml");
+        std::fs::write(
+            &config_path,
+            Pooler::config_text(cluster, &opts, port, &sock_dir),
+        )
+        .expect("write pgharbor.toml");
+        let mut userlist = String::new();
+        for (u, s) in &opts.userlist {
+            let _ = writeln!(userlist, "{} {}", userlist_str(u), userlist_str(s));
+        }
+        std::fs::write(dir.join("userlist.txt"), userlist).expect("write userlist.txt");
+
+        let log = dir.join("pgharbor.log");
+        let log_file = std::fs::File::create(&log).expect("create pgharbor.log");
+        let mut cmd = Command::new(Pooler::binary());
+        cmd.arg("--config")
+            .arg(&config_path)
+            .current_dir(&dir)
+            .env(
+                "RUST_LOG",
+                std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("dup log"))
+            .stderr(log_file)
+            .process_group(0);
+        let child = cmd.spawn().expect("spawn pgharbor");
+        std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+        let mut pooler = Pooler {
+            dir,
+            port,
+            sock_dir,
+            tcp: opts.tcp,
+            config_path,
+            log,
+            child: Some(child),
+            watchdog: Some(watchdog),
+        };
+        pooler.wait_listening(Duration::from_secs(10))?;
+        Ok(pooler)
+    }
+
+    fn config_text(
+        cluster: &PgCluster,
+        opts: &PoolerOpts,
+        port: u16,
+        sock_dir: &Option<PathBuf>,
+    ) -> String {
+        let mut t = String::new();
+        let addresses = if opts.tcp { "[\"127.0.0.1\"]" } else { "[]" };
+        let sock = sock_dir
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        let _ = writeln!(
+            t,
+            "[listen]\naddresses = {addresses}\nport = {port}\nunix_socket_dir = {}\n\
+             unix_socket_mode = \"0777\"\nclient_login_timeout = {}\n",
+            toml_str(&sock),
+            toml_str(&opts.client_login_timeout)
+        );
+        let _ = writeln!(t, "[tls]\n");
+        let _ = writeln!(
+            t,
+            "[auth]\nmethod = {}\nauth_file = \"userlist.txt\"\n",
+            toml_str(&opts.auth_method)
+        );
+        let _ = writeln!(
+            t,
+            "[pool]\nmode = {}\ndefault_pool_size = {}\nmax_client_conn = {}\n\
+             query_wait_timeout = {}\nserver_connect_timeout = {}\nshutdown_timeout = {}",
+            toml_str(&opts.mode),
+            opts.default_pool_size,
+            opts.max_client_conn,
+            toml_str(&opts.query_wait_timeout),
+            toml_str(&opts.server_connect_timeout),
+            toml_str(&opts.shutdown_timeout),
+        );
+        if let Some(q) = &opts.server_reset_query {
+            let _ = writeln!(t, "server_reset_query = {}", toml_str(q));
+        }
+        let _ = writeln!(t, "\n[admin]\nusers = []\n");
+        for db in &opts.databases {
+            let _ = writeln!(
+                t,
+                "[databases.{}]\nconninfo = {}",
+                toml_str(&db.name),
+                toml_str(&Pooler::backend_conninfo(cluster, db))
+            );
+            if let Some(n) = db.pool_size {
+                let _ = writeln!(t, "pool_size = {n}");
+            }
+            t.push('\n');
+        }
+        t.push_str(&opts.extra_toml);
+        t
+    }
+
+    /// The libpq conninfo for a database entry.
+    pub fn backend_conninfo(cluster: &PgCluster, db: &DbEntry) -> String {
+        let mut s = match db.backend {
+            Backend::Unix => format!(
+                "host={} port={}",
+                cluster.socket_dir().display(),
+                cluster.port()
+            ),
+            // Backend TLS is the TLS issue's subject; these tests pin plain TCP.
+            Backend::Tcp => format!("host=127.0.0.1 port={} sslmode=disable", cluster.port()),
+        };
+        if let Some(d) = &db.dbname {
+            s.push_str(&format!(" dbname={d}"));
+        }
+        if let Some(u) = &db.user {
+            s.push_str(&format!(" user={u}"));
+        }
+        if let Some(p) = &db.password {
+            s.push_str(&format!(" password={p}"));
+        }
+        if !db.extra_conninfo.is_empty() {
+            s.push(' ');
+            s.push_str(&db.extra_conninfo);
+        }
+        s
+    }
+
+    fn wait_listening(&mut self, timeout: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                return Err(format!(
+                    "pgharbor exited during start-up ({status}); config:\n{}\nlog:\n{}",
+                    std::fs::read_to_string(&self.config_path).unwrap_or_default(),
+                    self.log_text()
+                ));
+            }
+            let sock_ok = self
+                .sock_dir
+                .as_ref()
+                .is_none_or(|_| self.socket_path().exists());
+            let tcp_ok =
+                !self.tcp || std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+            if sock_ok && tcp_ok {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "pgharbor did not listen within {timeout:?} (socket file: {sock_ok}, \
+                     TCP: {tcp_ok}); log:\n{}",
+                    self.log_text()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Directory holding the Unix socket (panics if the socket is off).
+    pub fn socket_dir(&self) -> &Path {
+        self.sock_dir
+            .as_deref()
+            .expect("this pooler has no Unix socket")
+    }
+
+    /// `<socket dir>/.s.PGSQL.<port>`.
+    pub fn socket_path(&self) -> PathBuf {
+        self.socket_dir().join(format!(".s.PGSQL.{}", self.port))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("pooler child").id()
+    }
+
+    /// libpq connection string through the pooler.
+    pub fn conninfo(
+        &self,
+        transport: Transport,
+        user: &str,
+        password: Option<&str>,
+        db: &str,
+    ) -> String {
+        super::conninfo(&self.host(transport), self.port, user, password, db)
+    }
+
+    /// The libpq `host` for a transport (socket dir or 127.0.0.1).
+    pub fn host(&self, transport: Transport) -> String {
+        match transport {
+            Transport::Unix => self.socket_dir().display().to_string(),
+            Transport::Tcp => "127.0.0.1".to_string(),
+        }
+    }
+
+    pub fn endpoint(&self, transport: Transport) -> Endpoint {
+        match transport {
+            Transport::Unix => Endpoint::Unix(self.socket_path()),
+            Transport::Tcp => Endpoint::Tcp(self.port),
+        }
+    }
+
+    /// The pooler's stdout and stderr so far.
+    pub fn log_text(&self) -> String {
+        tail_file(&self.log, 20_000)
+    }
+
+    /// Panics (with the log) if the process has exited.
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self
+            .child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+        {
+            panic!("pgharbor died ({status}); log:\n{}", self.log_text());
+        }
+    }
+
+    pub fn signal(&self, sig: i32) {
+        kill(self.pid(), sig);
+    }
+
+    /// Waits for the process to exit; None if it is still running.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_child(self.child.as_mut().expect("pooler child"), timeout)
+    }
+
+    /// Runs `pgharbor check --config <file>` on `config_text` (written, with
+    /// an empty userlist.txt beside it, into a temp dir); returns the exit
+    /// code (-1 when killed by a signal) and stderr.
+    pub fn run_check(config_text: &str) -> (i32, String) {
+        let dir = unique_temp_dir("check");
+        let path = dir.join("pgharbor.toml");
+        std::fs::write(&path, config_text).expect("write config");
+        std::fs::write(dir.join("userlist.txt"), "").expect("write userlist");
+        let out = Command::new(Pooler::binary())
+            .arg("check")
+            .arg("--config")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run pgharbor check");
+        let _ = std::fs::remove_dir_all(&dir);
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+                + &String::from_utf8_lossy(&out.stdout),
+        )
+    }
+
+    /// The config text this harness would write (for `check` tests).
+    pub fn sample_config(cluster: &PgCluster, opts: &PoolerOpts) -> String {
+        let port = free_port();
+        Pooler::config_text(cluster, opts, port, &Some(std::env::temp_dir()))
+    }
+}
+
+impl Drop for Pooler {
+    fn drop(&mut self) {
+        if let Some(mut wd) = self.watchdog.take() {
+            let _ = wd.kill();
+            let _ = wd.wait();
+        }
+        if let Some(mut child) = self.child.take() {
+            if child.try_wait().ok().flatten().is_none() {
+                kill(child.id(), libc::SIGINT);
+                if wait_child(&mut child, Duration::from_secs(5)).is_none() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "---- pgharbor log ({}) ----\n{}\n---- end of pgharbor log ----",
+                self.log.display(),
+                self.log_text()
+            );
+        }
+        if std::env::var_os("PGHARBOR_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
