@@ -5,12 +5,150 @@
 //! units are already applied (durations are `Duration`, paths are resolved
 //! against the config file's directory).
 
+//!
+//! Layout: `raw` holds the serde mirror of the file (unknown keys are
+//! errors), `validate` turns it into the types below and names the dotted
+//! key of every problem, `conninfo` parses libpq connection strings, and
+//! `files` checks the files the config names (the only part doing I/O
+//! besides [`Config::load`]).
+
 use std::collections::BTreeMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::tls::SslMode;
+use crate::tls::{SslMode, Transport};
+
+mod conninfo;
+mod files;
+mod raw;
+mod validate;
+
+pub use conninfo::ConnInfoError;
+pub use files::{FileProblem, Severity};
+
+/// The virtual database name of the admin console; no `[databases.*]` entry may use it.
+pub const ADMIN_DATABASE: &str = "pgharbor";
+
+/// Why a configuration could not be loaded. Every variant but `Io` and
+/// `Syntax` names the offending key in dotted form (`pool.mode`,
+/// `databases.app.conninfo`).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    Io {
+        /// The file named on the command line.
+        path: PathBuf,
+        /// What the OS said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not valid TOML.
+    #[error("TOML syntax error at line {line}, column {column}: {message}")]
+    Syntax {
+        /// 1-based line of the error.
+        line: usize,
+        /// 1-based column (in characters) of the error.
+        column: usize,
+        /// What toml reported.
+        message: String,
+    },
+    /// A key is unknown, has the wrong type or an impossible value.
+    #[error("{key}: {message}")]
+    Invalid {
+        /// Dotted key path, e.g. `databases.app.pool_size`.
+        key: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// Builds an [`ConfigError::Invalid`] for `key`.
+    pub fn invalid(key: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError::Invalid {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The dotted key the error is about, if it is about one.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the config file at `path`.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and validates config `text`; relative file names in it are
+    /// resolved against the directory of `path`, which is kept in `Config::path`.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let raw = raw::from_toml(text)?;
+        validate::validate(raw, path)
+    }
+
+    /// Checks the files the config names (readable, key permissions, socket
+    /// directory); errors and warnings, each naming its key. Does not parse them.
+    pub fn check_files(&self) -> Vec<FileProblem> {
+        files::check(self)
+    }
+
+    /// The database entry clients ask for by `name` (`None` for unknown names).
+    pub fn database(&self, name: &str) -> Option<&DatabaseConfig> {
+        self.databases.get(name)
+    }
+
+    /// Pool size of database `name`: its override or `pool.default_pool_size`.
+    pub fn pool_size_for(&self, name: &str) -> usize {
+        self.database(name)
+            .and_then(|db| db.pool_size)
+            .unwrap_or(self.pool.default_pool_size)
+    }
+
+    /// Pool mode of database `name`: its override or `pool.mode`.
+    pub fn pool_mode_for(&self, name: &str) -> PoolMode {
+        self.database(name)
+            .and_then(|db| db.pool_mode)
+            .unwrap_or(self.pool.mode)
+    }
+}
+
+impl ListenConfig {
+    /// Full path of the listening socket file, `<dir>/.s.PGSQL.<port>`, if the socket is on.
+    pub fn unix_socket_path(&self) -> Option<PathBuf> {
+        self.unix_socket_dir
+            .as_ref()
+            .map(|dir| dir.join(format!(".s.PGSQL.{}", self.port)))
+    }
+}
+
+impl TlsConfig {
+    /// The front-end policy for a client that arrived over `transport`.
+    pub fn mode_for(&self, transport: Transport) -> SslMode {
+        match transport {
+            Transport::Unix => self.socketsslmode,
+            Transport::LoopbackTcp => self.loopbacksslmode.unwrap_or(self.sslmode),
+            Transport::RemoteTcp => self.sslmode,
+        }
+    }
+
+    /// True when a certificate and key are configured, so TLS can be offered.
+    pub fn has_certificate(&self) -> bool {
+        self.cert_file.is_some() && self.key_file.is_some()
+    }
+}
 
 /// The whole validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,7 +290,9 @@ pub enum BackendHost {
 }
 
 /// A parsed libpq connection string (key=value or `postgresql://` URI).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// `Debug` and `Display` never show the password (see `conninfo.rs`).
+#[derive(Clone, PartialEq)]
 pub struct ConnInfo {
     /// `host`; default `/var/run/postgresql` as Debian's libpq.
     pub host: BackendHost,
@@ -175,3 +315,6 @@ pub struct ConnInfo {
     /// `application_name`, `options` and any other key libpq accepts that we pass through as startup parameters.
     pub extra: BTreeMap<String, String>,
 }
+
+#[cfg(test)]
+mod tests;

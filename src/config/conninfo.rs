@@ -1,0 +1,378 @@
+//! libpq connection strings, in both of libpq's forms:
+//!
+//! - keyword/value: `host=/tmp port=5432 dbname='my db'` — pairs separated
+//!   by whitespace, spaces allowed around `=`, values optionally in single
+//!   quotes, a backslash escaping the next character (quoted or not);
+//! - URI: `postgresql://user:secret@[::1]:5432/app?sslmode=require`, every
+//!   part percent-decoded, so `postgresql://%2Ftmp/app` names a socket dir.
+//!
+//! Both are first split into (key, value) pairs, then interpreted by one
+//! function, so the two forms cannot drift apart. One host per entry: a
+//! libpq multi-host list is refused rather than half supported.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{BackendHost, ConnInfo};
+use crate::tls::SslMode;
+
+mod uri;
+
+/// Shown instead of a password in `Debug`, `Display` and `redacted()`.
+const HIDDEN: &str = "********";
+
+/// Why a connection string could not be parsed. Never contains a password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConnInfoError {
+    /// A keyword not followed by `=`.
+    #[error("missing \"=\" after \"{0}\" in connection info string")]
+    MissingEquals(String),
+    /// `=value` with nothing before it.
+    #[error("missing keyword before \"=\" in connection info string")]
+    EmptyKey,
+    /// A `'` value that never ends; holds the keyword.
+    #[error("unterminated quoted string in connection info string (value of \"{0}\")")]
+    UnterminatedQuote(String),
+    /// `port` is not a number from 1 to 65535.
+    #[error("invalid port \"{0}\" (expected a number from 1 to 65535)")]
+    InvalidPort(String),
+    /// A value that its keyword does not accept.
+    #[error("invalid {key} \"{value}\": {reason}")]
+    InvalidValue {
+        /// The keyword.
+        key: String,
+        /// The rejected value.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// A libpq multi-host list such as `host=h1,h2`.
+    #[error(
+        "multiple hosts are not supported ({key}=\"{value}\"): give one host per database entry"
+    )]
+    MultipleHosts {
+        /// `host`, `hostaddr` or `port`.
+        key: String,
+        /// The list.
+        value: String,
+    },
+    /// A Linux abstract-namespace socket (`host=@name`).
+    #[error("abstract Unix socket \"{0}\" is not supported: give a socket directory starting with \"/\"")]
+    AbstractSocket(String),
+    /// A malformed `postgresql://` URI.
+    #[error("invalid URI: {0}")]
+    Uri(String),
+}
+
+impl Default for ConnInfo {
+    fn default() -> Self {
+        ConnInfo {
+            host: BackendHost::Unix(PathBuf::from(ConnInfo::DEFAULT_SOCKET_DIR)),
+            port: ConnInfo::DEFAULT_PORT,
+            dbname: None,
+            user: None,
+            password: None,
+            sslmode: SslMode::Prefer,
+            socketsslmode: SslMode::Disable,
+            sslrootcert: None,
+            connect_timeout: None,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+impl ConnInfo {
+    /// Socket directory used when the string names no host (Debian's libpq default).
+    pub const DEFAULT_SOCKET_DIR: &'static str = "/var/run/postgresql";
+    /// Port used when the string names none.
+    pub const DEFAULT_PORT: u16 = 5432;
+
+    /// Parses a keyword/value string or a `postgresql://` / `postgres://` URI.
+    pub fn parse(s: &str) -> Result<ConnInfo, ConnInfoError> {
+        let s = s.trim();
+        let pairs = match uri_rest(s) {
+            Some(rest) => uri::uri_pairs(rest)?,
+            None => keyword_pairs(s)?,
+        };
+        from_pairs(pairs)
+    }
+
+    /// Keyword/value form with the password replaced by `********`; safe to log.
+    pub fn redacted(&self) -> String {
+        let mut out = String::new();
+        let host = match &self.host {
+            BackendHost::Tcp(h) => h.clone(),
+            BackendHost::Unix(dir) => dir.display().to_string(),
+        };
+        push_pair(&mut out, "host", &host);
+        push_pair(&mut out, "port", &self.port.to_string());
+        let optional = [
+            ("dbname", self.dbname.as_deref()),
+            ("user", self.user.as_deref()),
+            ("password", self.password.as_ref().map(|_| HIDDEN)),
+        ];
+        for (key, value) in optional {
+            if let Some(value) = value {
+                push_pair(&mut out, key, value);
+            }
+        }
+        push_pair(&mut out, "sslmode", self.sslmode.as_str());
+        push_pair(&mut out, "socketsslmode", self.socketsslmode.as_str());
+        if let Some(path) = &self.sslrootcert {
+            push_pair(&mut out, "sslrootcert", &path.display().to_string());
+        }
+        if let Some(timeout) = self.connect_timeout {
+            push_pair(&mut out, "connect_timeout", &timeout.as_secs().to_string());
+        }
+        for (key, value) in &self.extra {
+            push_pair(&mut out, key, if is_secret(key) { HIDDEN } else { value });
+        }
+        out
+    }
+
+    /// `<dir>/.s.PGSQL.<port>` for a Unix-socket backend, `None` for TCP.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        match &self.host {
+            BackendHost::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
+            BackendHost::Tcp(_) => None,
+        }
+    }
+
+    /// The TLS policy toward this backend: `socketsslmode` on a Unix socket, `sslmode` on TCP.
+    pub fn tls_mode(&self) -> SslMode {
+        match self.host {
+            BackendHost::Unix(_) => self.socketsslmode,
+            BackendHost::Tcp(_) => self.sslmode,
+        }
+    }
+}
+
+impl fmt::Display for ConnInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Debug for ConnInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let extra: BTreeMap<&str, &str> = self
+            .extra
+            .iter()
+            .map(|(k, v)| (k.as_str(), if is_secret(k) { HIDDEN } else { v.as_str() }))
+            .collect();
+        f.debug_struct("ConnInfo")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("dbname", &self.dbname)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| HIDDEN))
+            .field("sslmode", &self.sslmode)
+            .field("socketsslmode", &self.socketsslmode)
+            .field("sslrootcert", &self.sslrootcert)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("extra", &extra)
+            .finish()
+    }
+}
+
+/// Keys whose values are hidden (`password`, libpq's `sslpassword`, ...).
+fn is_secret(key: &str) -> bool {
+    key.contains("password")
+}
+
+/// Appends ` key=value`, quoting the value when libpq would need it.
+fn push_pair(out: &mut String, key: &str, value: &str) {
+    if !out.is_empty() {
+        out.push(' ');
+    }
+    out.push_str(key);
+    out.push('=');
+    let plain = !value.is_empty()
+        && !value
+            .chars()
+            .any(|c| c.is_ascii_whitespace() || c == '\'' || c == '\\');
+    if plain {
+        out.push_str(value);
+        return;
+    }
+    out.push('\'');
+    for c in value.chars() {
+        if c == '\'' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('\'');
+}
+
+/// The part after `postgresql://` or `postgres://`, if `s` is a URI.
+fn uri_rest(s: &str) -> Option<&str> {
+    s.strip_prefix("postgresql://")
+        .or_else(|| s.strip_prefix("postgres://"))
+}
+
+/// Splits the keyword/value form into pairs, as libpq's `conninfo_parse`.
+fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, ConnInfoError> {
+    let mut pairs = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+        if chars.peek().is_none() {
+            return Ok(pairs);
+        }
+        let mut key = String::new();
+        while let Some(c) = chars.next_if(|c| *c != '=' && !c.is_ascii_whitespace()) {
+            key.push(c);
+        }
+        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+        if chars.next() != Some('=') {
+            return Err(ConnInfoError::MissingEquals(key));
+        }
+        if key.is_empty() {
+            return Err(ConnInfoError::EmptyKey);
+        }
+        while chars.next_if(|c| c.is_ascii_whitespace()).is_some() {}
+        let mut value = String::new();
+        if chars.next_if_eq(&'\'').is_some() {
+            loop {
+                match chars.next() {
+                    Some('\'') => break,
+                    Some('\\') => match chars.next() {
+                        Some(c) => value.push(c),
+                        None => return Err(ConnInfoError::UnterminatedQuote(key)),
+                    },
+                    Some(c) => value.push(c),
+                    None => return Err(ConnInfoError::UnterminatedQuote(key)),
+                }
+            }
+        } else {
+            while let Some(c) = chars.next_if(|c| !c.is_ascii_whitespace()) {
+                if c == '\\' {
+                    if let Some(escaped) = chars.next() {
+                        value.push(escaped);
+                    }
+                } else {
+                    value.push(c);
+                }
+            }
+        }
+        pairs.push((key, value));
+    }
+}
+
+/// Interprets the pairs of either form; a later key overrides an earlier one, as in libpq.
+fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
+    let mut info = ConnInfo::default();
+    let mut host = None;
+    let mut hostaddr = None;
+    for (key, value) in pairs {
+        match key.as_str() {
+            "host" => host = parse_host("host", value)?,
+            "hostaddr" => hostaddr = parse_hostaddr(value)?,
+            "port" => info.port = parse_port(&value)?,
+            "dbname" => info.dbname = non_empty(value),
+            "user" => info.user = non_empty(value),
+            "password" => info.password = non_empty(value),
+            "sslmode" => info.sslmode = parse_sslmode(&key, value)?,
+            "socketsslmode" => info.socketsslmode = parse_sslmode(&key, value)?,
+            "sslrootcert" => info.sslrootcert = non_empty(value).map(PathBuf::from),
+            "connect_timeout" => info.connect_timeout = parse_timeout(value)?,
+            "" => return Err(ConnInfoError::EmptyKey),
+            _ => {
+                info.extra.insert(key, value);
+            }
+        }
+    }
+    // As in libpq, hostaddr is where we connect; host only names it.
+    if let Some(h) = hostaddr.or(host) {
+        info.host = h;
+    }
+    Ok(info)
+}
+
+fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
+}
+
+fn parse_host(key: &str, value: String) -> Result<Option<BackendHost>, ConnInfoError> {
+    if value.is_empty() {
+        return Ok(None);
+    }
+    if value.contains(',') {
+        let key = key.to_string();
+        return Err(ConnInfoError::MultipleHosts { key, value });
+    }
+    if value.starts_with('@') {
+        return Err(ConnInfoError::AbstractSocket(value));
+    }
+    if value.starts_with('/') {
+        return Ok(Some(BackendHost::Unix(PathBuf::from(value))));
+    }
+    Ok(Some(BackendHost::Tcp(value)))
+}
+
+fn parse_hostaddr(value: String) -> Result<Option<BackendHost>, ConnInfoError> {
+    let parsed = parse_host("hostaddr", value)?;
+    if let Some(BackendHost::Tcp(addr)) = &parsed {
+        if addr.parse::<IpAddr>().is_ok() {
+            return Ok(parsed);
+        }
+    }
+    match parsed {
+        None => Ok(None),
+        Some(BackendHost::Tcp(value)) => Err(ConnInfoError::InvalidValue {
+            key: "hostaddr".to_string(),
+            value,
+            reason: "expected a numeric IPv4 or IPv6 address".to_string(),
+        }),
+        Some(BackendHost::Unix(dir)) => Err(ConnInfoError::InvalidValue {
+            key: "hostaddr".to_string(),
+            value: dir.display().to_string(),
+            reason: "a socket directory belongs in host, not hostaddr".to_string(),
+        }),
+    }
+}
+
+/// An empty port means the default, as in libpq.
+fn parse_port(value: &str) -> Result<u16, ConnInfoError> {
+    if value.is_empty() {
+        return Ok(ConnInfo::DEFAULT_PORT);
+    }
+    if value.contains(',') {
+        return Err(ConnInfoError::MultipleHosts {
+            key: "port".to_string(),
+            value: value.to_string(),
+        });
+    }
+    match value.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => Err(ConnInfoError::InvalidPort(value.to_string())),
+    }
+}
+
+fn parse_sslmode(key: &str, value: String) -> Result<SslMode, ConnInfoError> {
+    value.parse().map_err(|_| ConnInfoError::InvalidValue {
+        key: key.to_string(),
+        value,
+        reason: "expected disable, allow, prefer, require, verify-ca or verify-full".to_string(),
+    })
+}
+
+/// Whole seconds as in libpq; zero or negative means no timeout.
+fn parse_timeout(value: String) -> Result<Option<Duration>, ConnInfoError> {
+    match value.trim().parse::<i64>() {
+        Ok(secs) if secs > 0 => Ok(Some(Duration::from_secs(secs.unsigned_abs()))),
+        Ok(_) => Ok(None),
+        Err(_) => Err(ConnInfoError::InvalidValue {
+            key: "connect_timeout".to_string(),
+            value,
+            reason: "expected a whole number of seconds".to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests;

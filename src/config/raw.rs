@@ -1,0 +1,180 @@
+//! The config file as written: a serde mirror of the TOML with every key
+//! optional, so that defaults and "required" are decided in `validate`, and
+//! `deny_unknown_fields` everywhere, so a misspelt key is an error instead of
+//! a silently ignored line.
+//!
+//! Numbers are read as `i64` (TOML's integer) and range-checked later, so
+//! that `port = 0` and `port = -1` get the same clear message.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_path_to_error::Segment;
+
+use super::ConfigError;
+
+/// The whole file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub listen: RawListen,
+    #[serde(default)]
+    pub tls: RawTls,
+    #[serde(default)]
+    pub auth: RawAuth,
+    #[serde(default)]
+    pub pool: RawPool,
+    #[serde(default)]
+    pub admin: RawAdmin,
+    #[serde(default)]
+    pub databases: BTreeMap<String, RawDatabase>,
+}
+
+/// `[listen]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawListen {
+    pub addresses: Option<Vec<String>>,
+    pub port: Option<i64>,
+    pub unix_socket_dir: Option<String>,
+    pub unix_socket_mode: Option<String>,
+    pub client_login_timeout: Option<String>,
+}
+
+/// `[tls]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawTls {
+    pub cert_file: Option<String>,
+    pub key_file: Option<String>,
+    pub sslmode: Option<String>,
+    pub socketsslmode: Option<String>,
+    pub loopbacksslmode: Option<String>,
+    pub min_protocol_version: Option<String>,
+}
+
+/// `[auth]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawAuth {
+    pub method: Option<String>,
+    pub auth_file: Option<String>,
+}
+
+/// `[pool]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawPool {
+    pub mode: Option<String>,
+    pub default_pool_size: Option<i64>,
+    pub max_client_conn: Option<i64>,
+    pub query_wait_timeout: Option<String>,
+    pub server_connect_timeout: Option<String>,
+    pub server_reset_query: Option<String>,
+    pub shutdown_timeout: Option<String>,
+}
+
+/// `[admin]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawAdmin {
+    pub users: Option<Vec<String>>,
+}
+
+/// `[databases.NAME]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawDatabase {
+    pub conninfo: Option<String>,
+    pub pool_size: Option<i64>,
+    pub pool_mode: Option<String>,
+}
+
+/// Deserializes `text`, turning toml/serde errors into errors that name
+/// the dotted key (tracked by `serde_path_to_error`).
+pub(super) fn from_toml(text: &str) -> Result<RawConfig, ConfigError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let key = dotted_path(err.path());
+        let inner = err.into_inner();
+        let (line, column) = inner
+            .span()
+            .map(|span| line_column(text, span.start))
+            .unwrap_or((0, 0));
+        let message = inner.message().replace('\n', "; ");
+        if key.is_empty() {
+            return ConfigError::Syntax {
+                line,
+                column,
+                message,
+            };
+        }
+        let message = match message.strip_prefix("unknown field `") {
+            // The unknown key is already the last segment of `key`; keep the
+            // list of keys serde expected.
+            Some(rest) => match rest.split_once("`, ") {
+                Some((_, expected)) => format!("unknown key ({expected})"),
+                None => "unknown key".to_string(),
+            },
+            None => hide_string_value(message).replace("expected i64", "expected an integer"),
+        };
+        let message = if line > 0 {
+            format!("{message} (line {line})")
+        } else {
+            message
+        };
+        ConfigError::Invalid { key, message }
+    })
+}
+
+/// Drops the value from serde's `invalid type: string "...", expected ...`:
+/// a misplaced conninfo string may hold a password, and errors get logged.
+fn hide_string_value(message: String) -> String {
+    if let Some(rest) = message.strip_prefix("invalid type: string \"") {
+        if let Some(i) = rest.rfind("\", expected ") {
+            return format!("invalid type: string, {}", &rest[i + 3..]);
+        }
+    }
+    message
+}
+
+/// `listen.addresses[1]`, `databases."a.b".conninfo`; empty for the root.
+fn dotted_path(path: &serde_path_to_error::Path) -> String {
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&key_part(key));
+            }
+            Segment::Unknown => {}
+        }
+    }
+    out
+}
+
+/// A key as it would be written in TOML: bare if it can be, quoted otherwise.
+pub(super) fn key_part(key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare {
+        key.to_string()
+    } else {
+        format!("{key:?}")
+    }
+}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
+}

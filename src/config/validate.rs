@@ -1,0 +1,400 @@
+//! From the raw file to the validated [`Config`]: defaults, ranges, paths
+//! resolved against the config file's directory, and the cross-key rules
+//! (TLS policy needs a certificate, auth needs an auth file). No I/O.
+//!
+//! Every error names its dotted key, so `pgharbor check` can point at the
+//! line to fix.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawPool, RawTls};
+use super::{
+    AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
+    ListenConfig, PoolConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE,
+};
+use crate::tls::SslMode;
+
+/// A `sockaddr_un` holds 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+/// Why native-tls forbids front-end certificate checks (see DESIGN.md).
+const NO_CLIENT_CERTS: &str =
+    "client certificates are not supported yet: native-tls cannot request them on the server side";
+
+pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
+    let base = path.parent().filter(|p| !p.as_os_str().is_empty());
+    let resolve = |p: String| match base {
+        Some(base) if Path::new(&p).is_relative() => base.join(p),
+        _ => PathBuf::from(p),
+    };
+    // In file order, so the first error reported is the first in the file.
+    let listen = listen(raw.listen, &resolve)?;
+    let tls = tls(raw.tls, &resolve)?;
+    let auth = auth(raw.auth, &resolve)?;
+    let pool = pool(raw.pool)?;
+    let admin = AdminConfig {
+        users: admin_users(raw.admin.users.unwrap_or_default())?,
+    };
+    let mut databases = BTreeMap::new();
+    for (name, db) in raw.databases {
+        let validated = database(&name, db, &resolve)?;
+        databases.insert(name, validated);
+    }
+    Ok(Config {
+        path: path.to_path_buf(),
+        listen,
+        tls,
+        auth,
+        pool,
+        admin,
+        databases,
+    })
+}
+
+fn listen(
+    raw: RawListen,
+    resolve: &impl Fn(String) -> PathBuf,
+) -> Result<ListenConfig, ConfigError> {
+    let mut addresses = Vec::new();
+    let given = raw
+        .addresses
+        .unwrap_or_else(|| vec!["127.0.0.1".to_string()]);
+    for (i, text) in given.iter().enumerate() {
+        let found: Vec<IpAddr> = match text.as_str() {
+            "*" => vec![Ipv4Addr::UNSPECIFIED.into(), Ipv6Addr::UNSPECIFIED.into()],
+            "localhost" => vec![Ipv4Addr::LOCALHOST.into(), Ipv6Addr::LOCALHOST.into()],
+            other => match other.parse() {
+                Ok(ip) => vec![ip],
+                Err(_) => {
+                    return Err(ConfigError::invalid(
+                        format!("listen.addresses[{i}]"),
+                        format!(
+                            "invalid address {text:?} (expected an IPv4 or IPv6 address, \"*\" or \"localhost\")"
+                        ),
+                    ))
+                }
+            },
+        };
+        for ip in found {
+            if !addresses.contains(&ip) {
+                addresses.push(ip);
+            }
+        }
+    }
+    let port = match raw.port {
+        None => 6432,
+        Some(p) => u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
+            ConfigError::invalid("listen.port", format!("must be from 1 to 65535, not {p}"))
+        })?,
+    };
+    let unix_socket_dir = match raw.unix_socket_dir {
+        None => Some(PathBuf::from("/tmp")),
+        Some(dir) if dir.is_empty() => None,
+        Some(dir) => Some(resolve(dir)),
+    };
+    if let Some(dir) = &unix_socket_dir {
+        let socket = dir.join(format!(".s.PGSQL.{port}"));
+        let len = socket.as_os_str().len();
+        if len > MAX_SOCKET_PATH {
+            return Err(ConfigError::invalid(
+                "listen.unix_socket_dir",
+                format!(
+                    "socket path {} is {len} bytes, more than the {MAX_SOCKET_PATH} a Unix socket address holds",
+                    socket.display()
+                ),
+            ));
+        }
+    }
+    if addresses.is_empty() && unix_socket_dir.is_none() {
+        return Err(ConfigError::invalid(
+            "listen.addresses",
+            "no TCP addresses and no listen.unix_socket_dir: clients could not connect at all",
+        ));
+    }
+    Ok(ListenConfig {
+        addresses,
+        port,
+        unix_socket_dir,
+        unix_socket_mode: socket_mode(raw.unix_socket_mode.as_deref().unwrap_or("0777"))?,
+        client_login_timeout: duration(
+            "listen.client_login_timeout",
+            raw.client_login_timeout,
+            15,
+        )?,
+    })
+}
+
+/// An octal permission string such as `"0700"`; digits 0-7 only, at most 0777.
+fn socket_mode(text: &str) -> Result<u32, ConfigError> {
+    let key = "listen.unix_socket_mode";
+    let octal =
+        !text.is_empty() && text.len() <= 4 && text.bytes().all(|b| (b'0'..=b'7').contains(&b));
+    match u32::from_str_radix(text, 8) {
+        Ok(mode) if octal && mode <= 0o777 => Ok(mode),
+        _ => Err(ConfigError::invalid(
+            key,
+            format!("invalid mode {text:?} (expected an octal string from \"0000\" to \"0777\", e.g. \"0700\")"),
+        )),
+    }
+}
+
+fn tls(raw: RawTls, resolve: &impl Fn(String) -> PathBuf) -> Result<TlsConfig, ConfigError> {
+    let cert_file = raw.cert_file.filter(|s| !s.is_empty()).map(resolve);
+    let key_file = raw.key_file.filter(|s| !s.is_empty()).map(resolve);
+    match (&cert_file, &key_file) {
+        (Some(_), None) => {
+            return Err(ConfigError::invalid(
+                "tls.key_file",
+                "required when tls.cert_file is set",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::invalid(
+                "tls.cert_file",
+                "required when tls.key_file is set",
+            ))
+        }
+        _ => {}
+    }
+    let has_cert = cert_file.is_some();
+    let default_mode = if has_cert {
+        SslMode::Prefer
+    } else {
+        SslMode::Disable
+    };
+    let sslmode = front_end_mode("tls.sslmode", raw.sslmode, has_cert)?.unwrap_or(default_mode);
+    let socketsslmode = front_end_mode("tls.socketsslmode", raw.socketsslmode, has_cert)?
+        .unwrap_or(SslMode::Disable);
+    let loopbacksslmode = front_end_mode("tls.loopbacksslmode", raw.loopbacksslmode, has_cert)?;
+    let min_protocol_version = match raw.min_protocol_version {
+        None => TlsVersion::Tls12,
+        Some(v) => parse_named("tls.min_protocol_version", &v)?,
+    };
+    Ok(TlsConfig {
+        cert_file,
+        key_file,
+        sslmode,
+        socketsslmode,
+        loopbacksslmode,
+        min_protocol_version,
+    })
+}
+
+/// A front-end policy: a valid sslmode, no client-certificate modes, and a
+/// certificate for every mode that may use TLS.
+fn front_end_mode(
+    key: &str,
+    raw: Option<String>,
+    has_cert: bool,
+) -> Result<Option<SslMode>, ConfigError> {
+    let Some(text) = raw else { return Ok(None) };
+    let mode = SslMode::from_str(&text).map_err(|e| ConfigError::invalid(key, e.to_string()))?;
+    match mode {
+        SslMode::VerifyCa | SslMode::VerifyFull => Err(ConfigError::invalid(
+            key,
+            format!("{text:?}: {NO_CLIENT_CERTS}"),
+        )),
+        SslMode::Allow | SslMode::Prefer | SslMode::Require if !has_cert => {
+            Err(ConfigError::invalid(
+                key,
+                format!("{text:?} needs tls.cert_file and tls.key_file"),
+            ))
+        }
+        _ => Ok(Some(mode)),
+    }
+}
+
+fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig, ConfigError> {
+    let method = match raw.method {
+        None => AuthMethod::ScramSha256,
+        Some(m) => parse_named("auth.method", &m)?,
+    };
+    let auth_file = raw.auth_file.filter(|s| !s.is_empty()).map(resolve);
+    if auth_file.is_none() && method != AuthMethod::Trust {
+        return Err(ConfigError::invalid(
+            "auth.auth_file",
+            format!("required when auth.method is {:?}", method.as_str()),
+        ));
+    }
+    Ok(AuthConfig { method, auth_file })
+}
+
+fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
+    let mode = match raw.mode {
+        None => PoolMode::Session,
+        Some(m) => pool_mode("pool.mode", &m)?,
+    };
+    Ok(PoolConfig {
+        mode,
+        default_pool_size: at_least_one("pool.default_pool_size", raw.default_pool_size, 20)?,
+        max_client_conn: at_least_one("pool.max_client_conn", raw.max_client_conn, 10_000)?,
+        query_wait_timeout: duration("pool.query_wait_timeout", raw.query_wait_timeout, 120)?,
+        server_connect_timeout: duration(
+            "pool.server_connect_timeout",
+            raw.server_connect_timeout,
+            15,
+        )?,
+        server_reset_query: raw
+            .server_reset_query
+            .unwrap_or_else(|| "DISCARD ALL".to_string()),
+        shutdown_timeout: duration_or_zero("pool.shutdown_timeout", raw.shutdown_timeout, 30)?,
+    })
+}
+
+/// Only session pooling is implemented; the others parse but are refused.
+fn pool_mode(key: &str, text: &str) -> Result<PoolMode, ConfigError> {
+    match parse_named(key, text)? {
+        PoolMode::Session => Ok(PoolMode::Session),
+        PoolMode::Transaction | PoolMode::Statement => Err(ConfigError::invalid(
+            key,
+            format!("{text:?} is not implemented yet (session only)"),
+        )),
+    }
+}
+
+fn admin_users(users: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    if let Some(i) = users.iter().position(|u| u.is_empty()) {
+        return Err(ConfigError::invalid(
+            format!("admin.users[{i}]"),
+            "must not be empty",
+        ));
+    }
+    Ok(users)
+}
+
+fn database(
+    name: &str,
+    raw: RawDatabase,
+    resolve: &impl Fn(String) -> PathBuf,
+) -> Result<DatabaseConfig, ConfigError> {
+    let key = format!("databases.{}", key_part(name));
+    if name.is_empty() {
+        return Err(ConfigError::invalid(key, "database name must not be empty"));
+    }
+    if name == ADMIN_DATABASE {
+        return Err(ConfigError::invalid(
+            key,
+            format!("the name {ADMIN_DATABASE:?} is reserved for the admin console"),
+        ));
+    }
+    let conninfo_key = format!("{key}.conninfo");
+    let text = raw
+        .conninfo
+        .ok_or_else(|| ConfigError::invalid(&conninfo_key, "required"))?;
+    let mut conninfo =
+        ConnInfo::parse(&text).map_err(|e| ConfigError::invalid(&conninfo_key, e.to_string()))?;
+    if conninfo.dbname.is_none() {
+        conninfo.dbname = Some(name.to_string());
+    }
+    // Relative to the config file like every other path (libpq would use the cwd).
+    conninfo.sslrootcert = conninfo
+        .sslrootcert
+        .map(|p| resolve(p.to_string_lossy().into_owned()));
+    let pool_size = match raw.pool_size {
+        None => None,
+        Some(n) => Some(at_least_one(&format!("{key}.pool_size"), Some(n), 1)?),
+    };
+    let pool_mode = match raw.pool_mode {
+        None => None,
+        Some(m) => Some(pool_mode(&format!("{key}.pool_mode"), &m)?),
+    };
+    Ok(DatabaseConfig {
+        conninfo,
+        pool_size,
+        pool_mode,
+    })
+}
+
+fn at_least_one(key: &str, value: Option<i64>, default: usize) -> Result<usize, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(n) => usize::try_from(n)
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| ConfigError::invalid(key, format!("must be at least 1, not {n}"))),
+    }
+}
+
+/// A humantime duration string (`"15s"`, `"500ms"`, `"2m"`), greater than zero.
+fn duration(key: &str, value: Option<String>, default_secs: u64) -> Result<Duration, ConfigError> {
+    let d = duration_or_zero(key, value, default_secs)?;
+    if d.is_zero() {
+        return Err(ConfigError::invalid(key, "must be greater than zero"));
+    }
+    Ok(d)
+}
+
+fn duration_or_zero(
+    key: &str,
+    value: Option<String>,
+    default_secs: u64,
+) -> Result<Duration, ConfigError> {
+    match value {
+        None => Ok(Duration::from_secs(default_secs)),
+        Some(text) => humantime::parse_duration(&text).map_err(|e| {
+            ConfigError::invalid(
+                key,
+                format!("invalid duration {text:?}: {e} (write e.g. \"15s\", \"500ms\", \"2m\")"),
+            )
+        }),
+    }
+}
+
+/// Parses one of the config's named values, naming the key and the choices on error.
+fn parse_named<T: Named>(key: &str, text: &str) -> Result<T, ConfigError> {
+    T::ALL
+        .iter()
+        .copied()
+        .find(|v| v.as_str() == text)
+        .ok_or_else(|| {
+            let choices: Vec<String> = T::ALL.iter().map(|v| format!("{:?}", v.as_str())).collect();
+            ConfigError::invalid(
+                key,
+                format!(
+                    "invalid value {text:?} (expected one of {})",
+                    choices.join(", ")
+                ),
+            )
+        })
+}
+
+/// Config enums written as fixed strings.
+trait Named: Copy + 'static {
+    const ALL: &'static [Self];
+    fn as_str(self) -> &'static str;
+}
+
+macro_rules! named {
+    ($ty:ident { $($variant:ident => $text:literal),+ $(,)? }) => {
+        impl Named for $ty {
+            const ALL: &'static [Self] = &[$($ty::$variant),+];
+            fn as_str(self) -> &'static str {
+                $ty::as_str(self)
+            }
+        }
+
+        impl $ty {
+            /// The spelling used in the config file.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $text),+
+                }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named!(PoolMode { Session => "session", Transaction => "transaction", Statement => "statement" });
+named!(AuthMethod { Trust => "trust", Md5 => "md5", ScramSha256 => "scram-sha-256" });
+named!(TlsVersion { Tls10 => "TLSv1", Tls11 => "TLSv1.1", Tls12 => "TLSv1.2" });
