@@ -123,34 +123,53 @@ async fn run(
     pooler: &Arc<Pooler>,
     permit: Option<OwnedSemaphorePermit>,
 ) -> Result<(), ClientError> {
+    // The login timeout covers what the client controls (negotiation and
+    // authentication); waiting for a backend is bounded by query_wait_timeout.
     let login_timeout = pooler.config().listen.client_login_timeout;
-    let login = tokio::time::timeout(login_timeout, login(stream, buf, ctx, pooler, permit));
-    let session = match login.await {
+    let mut timings = LoginTimings::default();
+    let handshake = tokio::time::timeout(
+        login_timeout,
+        handshake(stream, buf, ctx, pooler, permit.is_some(), &mut timings),
+    );
+    let login = match handshake.await {
         Err(_) => return Err(ClientError::LoginTimeout),
         Ok(Err(e)) => return Err(e),
         Ok(Ok(None)) => return Ok(()),
-        Ok(Ok(Some(s))) => s,
+        Ok(Ok(Some(l))) => l,
     };
+    let Some(permit) = permit else {
+        return Ok(()); // handshake refused it already
+    };
+    let session = attach(stream, ctx, pooler, login, permit, &mut timings).await?;
     session.relay(stream, buf, pooler).await
+}
+
+/// A client that has proved who it is.
+struct Login {
+    startup: StartupMessage,
+    user: String,
+    database: String,
+    proof: Proof,
 }
 
 /// A logged-in client holding its backend (session pooling).
 struct Session {
     lease: Lease,
     cancel_key: cancel::CancelKey,
-    _permit: Option<OwnedSemaphorePermit>,
+    _permit: OwnedSemaphorePermit,
     user: String,
     database: String,
 }
 
-async fn login(
+/// Negotiation and authentication; `None` for a served cancel request.
+async fn handshake(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
-    permit: Option<OwnedSemaphorePermit>,
-) -> Result<Option<Session>, ClientError> {
-    let mut timings = LoginTimings::default();
+    has_slot: bool,
+    timings: &mut LoginTimings,
+) -> Result<Option<Login>, ClientError> {
     let startup = match negotiate::negotiate(stream, buf).await? {
         Opening::Cancel { pid, secret } => {
             forward_cancel(pooler, pid, secret).await;
@@ -159,15 +178,15 @@ async fn login(
         Opening::Startup(s) => s,
     };
     timings.negotiation = ctx.accepted_at.elapsed();
-    let Some(permit) = permit else {
+    // Checked after the startup packet (so the client can read the error) and
+    // before any authentication work, as PostgreSQL does.
+    if !has_slot {
         return Err(ClientError::Refused(PgError::fatal(
             "53300",
             "sorry, too many clients already",
         )));
-    };
+    }
     let (user, database) = identify(&startup)?;
-    tracing::Span::current().record("user", user.as_str());
-
     let config = pooler.config();
     let auth_file = pooler.auth_file();
     let secret = auth_file.as_ref().and_then(|f| f.get(&user));
@@ -182,13 +201,38 @@ async fn login(
     )
     .await?;
     timings.auth = auth_started.elapsed();
+    Ok(Some(Login {
+        startup,
+        user,
+        database,
+        proof,
+    }))
+}
 
+/// Finds the pool, waits for a backend, applies the client's parameters and
+/// sends the rest of the login reply.
+async fn attach(
+    stream: &mut Stream,
+    ctx: &ConnContext,
+    pooler: &Arc<Pooler>,
+    login: Login,
+    permit: OwnedSemaphorePermit,
+    timings: &mut LoginTimings,
+) -> Result<Session, ClientError> {
+    let Login {
+        startup,
+        user,
+        database,
+        proof,
+    } = login;
     let mut out = BytesMut::with_capacity(512);
     server::auth_ok(&mut out);
     stream.write_all(&out).await?;
 
     let pool = pooler.pool_for(&database, &user)?;
     if let Proof::Scram(success) = &proof {
+        let auth_file = pooler.auth_file();
+        let secret = auth_file.as_ref().and_then(|f| f.get(&user));
         pooler.lend_scram_keys(&pool, &user, secret, success);
     }
     let wait_started = Instant::now();
@@ -215,13 +259,13 @@ async fn login(
         total_us = timings.total.as_micros() as u64,
         "client logged in"
     );
-    Ok(Some(Session {
+    Ok(Session {
         lease,
         cancel_key,
-        _permit: Some(permit),
+        _permit: permit,
         user,
         database,
-    }))
+    })
 }
 
 /// The user and database a StartupMessage names, as PostgreSQL reads them.
