@@ -21,6 +21,10 @@ struct Cli {
     /// Log filter (tracing syntax, e.g. `info` or `pgharbor=debug`); RUST_LOG wins if set.
     #[arg(long, global = true, default_value = "info")]
     log_level: String,
+    /// Worker threads; 1 runs everything on one thread (best on small machines,
+    /// where the pooler shares cores with PostgreSQL and clients), 0 = one per core.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -42,7 +46,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Some(Command::Check) => check(&cli.config),
-        None => run(&cli.config),
+        None => run(&cli.config, cli.threads),
     }
 }
 
@@ -73,7 +77,7 @@ fn check(path: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(path: &Path) -> ExitCode {
+fn run(path: &Path, threads: usize) -> ExitCode {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -81,10 +85,16 @@ fn run(path: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = if threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if threads > 1 {
+            b.worker_threads(threads);
+        }
+        b
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("pgharbor: cannot start the runtime: {e}");
