@@ -121,14 +121,17 @@ impl Listeners {
 }
 
 fn bind_tcp(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
-    let sock = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    sock.set_reuseaddr(true)?;
-    sock.bind(addr)?;
-    sock.listen(1024)
+    use socket2::{Domain, Protocol, Socket, Type};
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    sock.set_reuse_address(true)?;
+    if addr.is_ipv6() {
+        // So that "*" can bind 0.0.0.0 and :: on the same port side by side.
+        sock.set_only_v6(true)?;
+    }
+    sock.set_nonblocking(true)?;
+    sock.bind(&addr.into())?;
+    sock.listen(1024)?;
+    TcpListener::from_std(sock.into())
 }
 
 /// Binds the socket file, replacing a stale one left by a crashed run but

@@ -20,10 +20,11 @@ use crate::stream::{ReadError, Stream};
 
 pub use session::TxStatus;
 
-/// Size of the server-to-client relay buffer each backend owns. Large reads keep
+/// Initial server-to-client relay buffer of each backend; it grows to
+/// [`MAX_INSPECTED`] while data streams. Large reads keep
 /// bulk transfers from being capped by the relay (seeds/002: a small window caps
 /// throughput no matter how fast the link).
-pub const RELAY_BUF: usize = 128 * 1024;
+pub const RELAY_BUF: usize = 32 * 1024;
 /// Largest server message the pooler reads whole (ParameterStatus, errors, auth).
 pub const MAX_INSPECTED: usize = 1 << 20;
 

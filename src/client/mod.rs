@@ -30,9 +30,9 @@ use crate::tls::Transport;
 use authenticate::Proof;
 use negotiate::Opening;
 
-/// Initial size of a client's read buffer; it grows (up to the cap) only for
-/// a large message that must be read whole.
-const CLIENT_BUF: usize = 16 * 1024;
+/// Initial size of a client's read buffer: small, because idle clients are
+/// many; it grows when data streams or a large message must be read whole.
+const CLIENT_BUF: usize = 2 * 1024;
 /// Client read buffer once relaying: big enough that COPY FROM is not capped.
 const CLIENT_RELAY_CAP: usize = 64 * 1024;
 
@@ -351,7 +351,7 @@ impl Session {
         self.lease.release(idle && clean_end && !shutting_down);
         match end {
             _ if shutting_down => Err(ClientError::Shutdown),
-            RelayEnd::Terminated | RelayEnd::ClientGone => Ok(()),
+            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::BackendFatal => Ok(()),
             RelayEnd::ClientViolation(v) => Err(ClientError::Protocol(v)),
             RelayEnd::BackendGone(why) => Err(ClientError::Refused(PgError::fatal(
                 "08006",

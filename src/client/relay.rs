@@ -32,6 +32,8 @@ pub enum RelayEnd {
     ClientViolation(Violation),
     /// The server closed, failed, or broke the protocol.
     BackendGone(String),
+    /// The server sent a FATAL error (already relayed to the client) and closed.
+    BackendFatal,
 }
 
 /// Counters the two directions share to tell whether the backend is idle.
@@ -181,13 +183,14 @@ async fn server_to_client(
     progress: &Progress,
     sent: &mut u64,
 ) -> RelayEnd {
+    let mut fatal = false;
     loop {
         let mut pos = 0;
         loop {
             let step = match scan.step(
                 buf.readable(),
                 pos,
-                |t| t == b'Z' || t == b'S',
+                |t| matches!(t, b'Z' | b'S' | b'E'),
                 MAX_INSPECTED,
             ) {
                 Ok(s) => s,
@@ -204,8 +207,10 @@ async fn server_to_client(
                             _ => return RelayEnd::BackendGone("invalid ReadyForQuery".into()),
                         }
                         progress.ready.fetch_add(1, Ordering::Relaxed);
-                    } else {
+                    } else if tag == b'S' {
                         record_param(params, body);
+                    } else if is_fatal(body) {
+                        fatal = true;
                     }
                     pos = end;
                 }
@@ -219,9 +224,26 @@ async fn server_to_client(
             buf.consume(pos);
         }
         if let Err(e) = fill(br, buf).await {
+            if fatal {
+                return RelayEnd::BackendFatal;
+            }
             return RelayEnd::BackendGone(e.to_string());
         }
     }
+}
+
+/// True for an ErrorResponse whose severity ends the session.
+fn is_fatal(mut body: &[u8]) -> bool {
+    while let Some((&code, rest)) = body.split_first() {
+        let Some((value, after)) = split_cstr(rest) else {
+            return false;
+        };
+        if code == b'V' || code == b'S' {
+            return value == b"FATAL" || value == b"PANIC";
+        }
+        body = after;
+    }
+    false
 }
 
 /// Keeps the backend's parameter set current so the next client is shown the truth.

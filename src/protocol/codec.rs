@@ -68,11 +68,19 @@ impl FrameBuf {
         &mut self.data[self.tail..]
     }
 
-    /// Records that `n` bytes were written into [`FrameBuf::spare`].
+    /// Records that `n` bytes were written into [`FrameBuf::spare`]. A read
+    /// that filled all the free space means data is streaming: the buffer
+    /// doubles (up to its cap) so bulk transfers use few, large reads while an
+    /// idle connection keeps a small one.
     #[inline]
     pub fn filled(&mut self, n: usize) {
         debug_assert!(self.tail + n <= self.data.len());
+        let was_full = self.tail + n == self.data.len();
         self.tail += n;
+        if was_full && self.data.len() < self.max_capacity {
+            let grown = (self.data.len() * 2).min(self.max_capacity);
+            self.data.resize(grown, 0);
+        }
     }
 
     /// Drops `n` bytes from the front of the readable window.
@@ -207,6 +215,19 @@ mod tests {
         let mut b = FrameBuf::new(16, 64);
         feed(&mut b, b"p\0\0\x10\0");
         assert!(b.tagged_frame(1000).is_err(), "over max_len");
+    }
+
+    #[test]
+    fn grows_when_reads_fill_it_and_stops_at_the_cap() {
+        let mut b = FrameBuf::new(8, 32);
+        feed(&mut b, &[0u8; 8]);
+        assert_eq!(b.capacity(), 16);
+        b.consume(8);
+        feed(&mut b, &[0u8; 16]);
+        assert_eq!(b.capacity(), 32);
+        b.consume(16);
+        feed(&mut b, &[0u8; 32]);
+        assert_eq!(b.capacity(), 32);
     }
 
     #[test]
