@@ -196,10 +196,8 @@ async fn accept_unix(l: UnixListener, path: PathBuf, pooler: Arc<Pooler>, next_i
 }
 
 fn spawn_client(stream: Stream, ctx: ConnContext, pooler: &Arc<Pooler>) {
-    // A missing permit is reported after the startup packet, as PostgreSQL does.
-    let permit = pooler.client_slots.clone().try_acquire_owned().ok();
     let p = pooler.clone();
-    pooler.tasks.spawn(client::serve(stream, ctx, p, permit));
+    pooler.tasks.spawn(client::serve(stream, ctx, p));
 }
 
 /// Running out of file descriptors must not spin the accept loop.

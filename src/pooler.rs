@@ -163,6 +163,15 @@ impl Pooler {
                         wait_timeout: config.pool.query_wait_timeout,
                         connect_timeout,
                         reset_query: config.pool.server_reset_query.clone(),
+                        startup_params: ["application_name", "options", "client_encoding"]
+                            .iter()
+                            .filter_map(|k| {
+                                db.conninfo
+                                    .extra
+                                    .get(*k)
+                                    .map(|v| (k.to_string(), v.clone()))
+                            })
+                            .collect(),
                     },
                 )
             })

@@ -52,6 +52,12 @@ impl From<ReadError> for ClientError {
 }
 
 impl ClientError {
+    /// True when the client spoke a protocol older than 3.0 and can read only
+    /// the old error format.
+    pub fn is_pre_v3(&self) -> bool {
+        matches!(self, ClientError::Startup(StartupError::UnsupportedVersion { major, .. }) if *major < 3)
+    }
+
     /// The ErrorResponse to send, or None when the connection is just closed
     /// (the peer is gone, or PostgreSQL itself would answer nothing).
     pub fn to_pg_error(&self) -> Option<PgError> {

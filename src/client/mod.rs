@@ -81,13 +81,8 @@ pub struct ConnContext {
     pub accepted_at: Instant,
 }
 
-/// Serves one client connection to the end. `permit` is its max_client_conn slot.
-pub async fn serve(
-    mut stream: Stream,
-    ctx: ConnContext,
-    pooler: Arc<Pooler>,
-    permit: Option<OwnedSemaphorePermit>,
-) {
+/// Serves one client connection to the end.
+pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
     let span = tracing::info_span!(
         "client",
         id = ctx.id,
@@ -97,13 +92,17 @@ pub async fn serve(
     );
     async move {
         let mut buf = FrameBuf::new(CLIENT_BUF, CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET));
-        let result = run(&mut stream, &mut buf, &ctx, &pooler, permit).await;
+        let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
         if let Err(e) = result {
             match e.to_pg_error() {
                 Some(err) => {
                     tracing::info!(error = %err, "client closed with error");
                     let mut out = BytesMut::new();
-                    err.encode(&mut out);
+                    if e.is_pre_v3() {
+                        server::v2_error(&mut out, &err.message);
+                    } else {
+                        err.encode(&mut out);
+                    }
                     let _ =
                         tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
                 }
@@ -121,7 +120,6 @@ async fn run(
     buf: &mut FrameBuf,
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
-    permit: Option<OwnedSemaphorePermit>,
 ) -> Result<(), ClientError> {
     // The login timeout covers what the client controls (negotiation and
     // authentication); waiting for a backend is bounded by query_wait_timeout.
@@ -129,7 +127,7 @@ async fn run(
     let mut timings = LoginTimings::default();
     let handshake = tokio::time::timeout(
         login_timeout,
-        handshake(stream, buf, ctx, pooler, permit.is_some(), &mut timings),
+        handshake(stream, buf, ctx, pooler, &mut timings),
     );
     let login = match handshake.await {
         Err(_) => return Err(ClientError::LoginTimeout),
@@ -137,10 +135,7 @@ async fn run(
         Ok(Ok(None)) => return Ok(()),
         Ok(Ok(Some(l))) => l,
     };
-    let Some(permit) = permit else {
-        return Ok(()); // handshake refused it already
-    };
-    let session = attach(stream, ctx, pooler, login, permit, &mut timings).await?;
+    let session = attach(stream, ctx, pooler, login, &mut timings).await?;
     session.relay(stream, buf, pooler).await
 }
 
@@ -150,6 +145,7 @@ struct Login {
     user: String,
     database: String,
     proof: Proof,
+    permit: OwnedSemaphorePermit,
 }
 
 /// A logged-in client holding its backend (session pooling).
@@ -167,7 +163,6 @@ async fn handshake(
     buf: &mut FrameBuf,
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
-    has_slot: bool,
     timings: &mut LoginTimings,
 ) -> Result<Option<Login>, ClientError> {
     let startup = match negotiate::negotiate(stream, buf).await? {
@@ -178,14 +173,15 @@ async fn handshake(
         Opening::Startup(s) => s,
     };
     timings.negotiation = ctx.accepted_at.elapsed();
-    // Checked after the startup packet (so the client can read the error) and
-    // before any authentication work, as PostgreSQL does.
-    if !has_slot {
+    // A slot is taken after the startup packet (so the client can read the
+    // error, and probes or cancel requests never count) and before any
+    // authentication work, as PostgreSQL does.
+    let Ok(permit) = pooler.client_slots.clone().try_acquire_owned() else {
         return Err(ClientError::Refused(PgError::fatal(
             "53300",
             "sorry, too many clients already",
         )));
-    }
+    };
     let (user, database) = identify(&startup)?;
     let config = pooler.config();
     let auth_file = pooler.auth_file();
@@ -206,6 +202,7 @@ async fn handshake(
         user,
         database,
         proof,
+        permit,
     }))
 }
 
@@ -216,7 +213,6 @@ async fn attach(
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
     login: Login,
-    permit: OwnedSemaphorePermit,
     timings: &mut LoginTimings,
 ) -> Result<Session, ClientError> {
     let Login {
@@ -224,6 +220,7 @@ async fn attach(
         user,
         database,
         proof,
+        permit,
     } = login;
     let mut out = BytesMut::with_capacity(512);
     server::auth_ok(&mut out);

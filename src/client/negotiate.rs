@@ -7,7 +7,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
-use crate::protocol::{server, FrameBuf, Violation, MAX_STARTUP_PACKET};
+use crate::protocol::{server, FrameBuf, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 
 /// What the first packets asked for.
@@ -56,7 +56,7 @@ pub async fn negotiate(stream: &mut Stream, buf: &mut FrameBuf) -> Result<Openin
                 if msg.minor > 0 || !msg.protocol_options.is_empty() {
                     let mut out = BytesMut::new();
                     let opts: Vec<&str> = msg.protocol_options.iter().map(String::as_str).collect();
-                    server::negotiate_protocol_version(&mut out, 0, &opts);
+                    server::negotiate_protocol_version(&mut out, PROTOCOL_3_0, &opts);
                     stream.write_all(&out).await?;
                 }
                 return Ok(Opening::Startup(msg));

@@ -27,6 +27,9 @@ const HIDDEN: &str = "********";
 /// Why a connection string could not be parsed. Never contains a password.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConnInfoError {
+    /// A keyword libpq does not know (libpq refuses these too).
+    #[error("invalid connection option \"{0}\"")]
+    UnknownKeyword(String),
     /// A keyword not followed by `=`.
     #[error("missing \"=\" after \"{0}\" in connection info string")]
     MissingEquals(String),
@@ -263,6 +266,40 @@ fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, ConnInfoError> {
     }
 }
 
+/// The other keywords libpq accepts. `application_name`, `options` and
+/// `client_encoding` become startup parameters of every backend; the rest are
+/// accepted so that a conninfo copied from an application keeps working.
+const LIBPQ_KEYWORDS: &[&str] = &[
+    "application_name",
+    "fallback_application_name",
+    "options",
+    "client_encoding",
+    "passfile",
+    "channel_binding",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "gssencmode",
+    "requiressl",
+    "sslcompression",
+    "sslcert",
+    "sslkey",
+    "sslpassword",
+    "sslcrl",
+    "sslcrldir",
+    "sslsni",
+    "requirepeer",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "krbsrvname",
+    "gsslib",
+    "service",
+    "target_session_attrs",
+    "load_balance_hosts",
+];
+
 /// Interprets the pairs of either form; a later key overrides an earlier one, as in libpq.
 fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
     let mut info = ConnInfo::default();
@@ -281,9 +318,10 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             "sslrootcert" => info.sslrootcert = non_empty(value).map(PathBuf::from),
             "connect_timeout" => info.connect_timeout = parse_timeout(value)?,
             "" => return Err(ConnInfoError::EmptyKey),
-            _ => {
+            k if LIBPQ_KEYWORDS.contains(&k) => {
                 info.extra.insert(key, value);
             }
+            _ => return Err(ConnInfoError::UnknownKeyword(key)),
         }
     }
     // As in libpq, hostaddr is where we connect; host only names it.

@@ -41,6 +41,7 @@ pub struct BackendManager {
     creds: RwLock<Credentials>,
     cache: Arc<SaltedPasswordCache>,
     connect_timeout: Duration,
+    startup_params: Vec<(String, String)>,
 }
 
 impl managed::Manager for BackendManager {
@@ -49,7 +50,12 @@ impl managed::Manager for BackendManager {
 
     async fn create(&self) -> Result<Pooled, BackendError> {
         let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
-        let connect = Backend::connect(self.target.clone(), &creds, &[], &self.cache);
+        let connect = Backend::connect(
+            self.target.clone(),
+            &creds,
+            &self.startup_params,
+            &self.cache,
+        );
         match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(Ok(backend)) => {
                 tracing::info!(
@@ -114,6 +120,8 @@ pub struct PoolSettings {
     pub connect_timeout: Duration,
     /// Run at release; "" skips it.
     pub reset_query: String,
+    /// Extra startup parameters for every backend (from the conninfo).
+    pub startup_params: Vec<(String, String)>,
 }
 
 impl Pool {
@@ -130,6 +138,7 @@ impl Pool {
             creds: RwLock::new(creds),
             cache,
             connect_timeout: settings.connect_timeout,
+            startup_params: settings.startup_params,
         };
         let inner = managed::Pool::builder(manager)
             .max_size(settings.size)

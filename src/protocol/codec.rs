@@ -150,14 +150,15 @@ impl FrameBuf {
         }))
     }
 
-    /// Frames an untagged startup packet (length word, body) of at most `max_len` bytes.
+    /// Frames an untagged startup packet whose body (after the length word) is
+    /// at most `max_len` bytes, as PostgreSQL counts it.
     pub fn startup_frame(&mut self, max_len: usize) -> Result<Option<Frame>, Violation> {
         let buf = self.readable();
         if buf.len() < 4 {
             return Ok(None);
         }
         let len = be_u32(&buf[0..4]) as usize;
-        if !(8..=max_len).contains(&len) {
+        if len < 8 || len - 4 > max_len {
             return Err(Violation::new("invalid length of startup packet"));
         }
         if buf.len() < len {
@@ -240,7 +241,7 @@ mod tests {
 
     #[test]
     fn startup_lengths_follow_postgres() {
-        for bad in [0u32, 4, 7, 10_001, 0xffff_ffff] {
+        for bad in [0u32, 4, 7, 10_005, 0xffff_ffff] {
             let mut b = FrameBuf::new(16, 16);
             feed(&mut b, &bad.to_be_bytes());
             assert!(b.startup_frame(10_000).is_err(), "length {bad}");

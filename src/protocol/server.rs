@@ -128,6 +128,13 @@ fn message(buf: &mut BytesMut, tag: u8, f: impl FnOnce(&mut BytesMut)) {
     buf[len_at..len_at + 4].copy_from_slice(&len.to_be_bytes());
 }
 
+/// A protocol-2 style error (`E`, text, NUL), the only kind a 2.0 client can
+/// read; PostgreSQL answers a 2.0 startup packet this way.
+pub fn v2_error(buf: &mut BytesMut, message: &str) {
+    buf.put_u8(b'E');
+    put_cstr(buf, &format!("FATAL:  {message}\n"));
+}
+
 /// AuthenticationOk.
 pub fn auth_ok(buf: &mut BytesMut) {
     message(buf, b'R', |b| b.put_u32(0));
@@ -194,10 +201,11 @@ pub fn ready_for_query(buf: &mut BytesMut, status: u8) {
     message(buf, b'Z', |b| b.put_u8(status));
 }
 
-/// NegotiateProtocolVersion: newest minor version supported and the options not recognised.
-pub fn negotiate_protocol_version(buf: &mut BytesMut, minor: u32, unrecognized: &[&str]) {
+/// NegotiateProtocolVersion: the newest protocol version supported (as the
+/// startup packet encodes it) and the options not recognised.
+pub fn negotiate_protocol_version(buf: &mut BytesMut, version: u32, unrecognized: &[&str]) {
     message(buf, b'v', |b| {
-        b.put_u32(minor);
+        b.put_u32(version);
         b.put_u32(unrecognized.len() as u32);
         for o in unrecognized {
             put_cstr(b, o);
