@@ -214,12 +214,9 @@ async fn read_until_ready(be: &mut Backend) -> Result<(), BackendError> {
         let (tag, body) = next(be).await?;
         match tag {
             b'S' => {
-                let (name, rest) = split_cstr(&body).ok_or_else(|| unexpected(tag, "startup"))?;
-                let (value, _) = split_cstr(rest).ok_or_else(|| unexpected(tag, "startup"))?;
-                be.set_param(
-                    &String::from_utf8_lossy(name),
-                    &String::from_utf8_lossy(value),
-                );
+                if !be.params.apply_status(&body) {
+                    return Err(unexpected(tag, "startup"));
+                }
             }
             b'K' if body.len() == 8 => {
                 be.cancel.pid = be_u32(&body) as i32;

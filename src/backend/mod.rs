@@ -14,6 +14,7 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::auth::{SaltedPasswordCache, ScramKeys};
 use crate::config::BackendHost;
+use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stream::{ReadError, Stream};
@@ -187,8 +188,8 @@ pub struct Backend {
     pub buf: FrameBuf,
     /// Message boundary tracking for what the server sends.
     pub scanner: Scanner,
-    /// Current ParameterStatus values, in the order first reported.
-    pub params: Vec<(String, String)>,
+    /// Current ParameterStatus values.
+    pub params: ParamSet,
     /// Real cancel key.
     pub cancel: CancelTarget,
     /// Transaction status from the last ReadyForQuery.
@@ -218,7 +219,7 @@ impl Backend {
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
             scanner: Scanner::new(),
-            params: Vec::new(),
+            params: ParamSet::default(),
             cancel,
             tx: TxStatus::Idle,
             opened_at: Instant::now(),
@@ -229,22 +230,47 @@ impl Backend {
 
     /// Value of a reported parameter.
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params
+        self.params.get(name)
+    }
+}
+
+/// A backend's ParameterStatus values, in the order first reported (the
+/// order a direct connection shows them in).
+#[derive(Debug, Clone, Default)]
+pub struct ParamSet(Vec<(String, String)>);
+
+impl ParamSet {
+    /// Value of a parameter.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    /// Records a ParameterStatus the server sent.
-    pub fn set_param(&mut self, name: &str, value: &str) {
-        match self.params.iter_mut().find(|(k, _)| k == name) {
-            Some((_, v)) => {
-                if v != value {
-                    *v = value.to_string();
-                }
-            }
-            None => self.params.push((name.to_string(), value.to_string())),
+    /// All (name, value) pairs.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
+    pub fn apply_status(&mut self, body: &[u8]) -> bool {
+        let Some((name, rest)) = split_cstr(body) else {
+            return false;
+        };
+        let Some((value, _)) = split_cstr(rest) else {
+            return false;
+        };
+        let (name, value) = (
+            String::from_utf8_lossy(name),
+            String::from_utf8_lossy(value),
+        );
+        match self.0.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, v)) if *v == value => {}
+            Some((_, v)) => *v = value.into_owned(),
+            None => self.0.push((name.into_owned(), value.into_owned())),
         }
+        true
     }
 }
 

@@ -99,15 +99,7 @@ impl Backend {
                     pending -= 1;
                 }
                 b'S' => {
-                    if let Some((name, rest)) = split_cstr(body) {
-                        if let Some((value, _)) = split_cstr(rest) {
-                            let (n, v) = (
-                                String::from_utf8_lossy(name).into_owned(),
-                                String::from_utf8_lossy(value).into_owned(),
-                            );
-                            self.set_param(&n, &v);
-                        }
-                    }
+                    self.params.apply_status(body);
                 }
                 b'E' => {
                     if first_error.is_none() {

@@ -240,7 +240,7 @@ async fn attach(
     let cancel_key = pooler.cancels.issue();
     cancel_key.slot.set(Some(lease.backend().cancel.clone()));
     out.clear();
-    for (name, value) in &lease.backend().params {
+    for (name, value) in lease.backend().params.iter() {
         server::parameter_status(&mut out, name, value);
     }
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncWriteExt;
 
-use crate::backend::{Backend, TxStatus, MAX_INSPECTED};
+use crate::backend::{Backend, ParamSet, TxStatus, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::{FrameBuf, Violation};
@@ -178,7 +178,7 @@ async fn server_to_client(
     cw: &mut WriteHalf<'_>,
     buf: &mut FrameBuf,
     scan: &mut Scanner,
-    params: &mut Vec<(String, String)>,
+    params: &mut ParamSet,
     tx: &mut TxStatus,
     progress: &Progress,
     sent: &mut u64,
@@ -208,7 +208,7 @@ async fn server_to_client(
                         }
                         progress.ready.fetch_add(1, Ordering::Relaxed);
                     } else if tag == b'S' {
-                        record_param(params, body);
+                        params.apply_status(body);
                     } else if is_fatal(body) {
                         fatal = true;
                     }
@@ -244,22 +244,4 @@ fn is_fatal(mut body: &[u8]) -> bool {
         body = after;
     }
     false
-}
-
-/// Keeps the backend's parameter set current so the next client is shown the truth.
-fn record_param(params: &mut Vec<(String, String)>, body: &[u8]) {
-    let Some((name, rest)) = split_cstr(body) else {
-        return;
-    };
-    let Some((value, _)) = split_cstr(rest) else {
-        return;
-    };
-    let (name, value) = (
-        String::from_utf8_lossy(name),
-        String::from_utf8_lossy(value),
-    );
-    match params.iter_mut().find(|(k, _)| *k == name) {
-        Some((_, v)) => *v = value.into_owned(),
-        None => params.push((name.into_owned(), value.into_owned())),
-    }
 }
