@@ -165,7 +165,8 @@ async fn handshake(
     pooler: &Arc<Pooler>,
     timings: &mut LoginTimings,
 ) -> Result<Option<Login>, ClientError> {
-    let startup = match negotiate::negotiate(stream, buf).await? {
+    let policy = pooler.config().tls.mode_for(ctx.transport);
+    let startup = match negotiate::negotiate(stream, buf, ctx.transport, policy).await? {
         Opening::Cancel { pid, secret } => {
             forward_cancel(pooler, pid, secret).await;
             return Ok(None);

@@ -7,8 +7,10 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
-use crate::protocol::{server, FrameBuf, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
+use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
+use crate::tls::policy::refuse_plain_startup;
+use crate::tls::{SslMode, Transport};
 
 /// What the first packets asked for.
 pub enum Opening {
@@ -25,7 +27,12 @@ pub enum Opening {
 
 /// Reads startup packets until a StartupMessage or CancelRequest arrives.
 /// Each of SSLRequest and GSSENCRequest may come once, as PostgreSQL allows.
-pub async fn negotiate(stream: &mut Stream, buf: &mut FrameBuf) -> Result<Opening, ClientError> {
+pub async fn negotiate(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    transport: Transport,
+    policy: SslMode,
+) -> Result<Opening, ClientError> {
     let mut ssl_done = false;
     let mut gss_done = false;
     loop {
@@ -53,6 +60,9 @@ pub async fn negotiate(stream: &mut Stream, buf: &mut FrameBuf) -> Result<Openin
             }
             StartupRequest::Cancel { pid, secret } => return Ok(Opening::Cancel { pid, secret }),
             StartupRequest::Startup(msg) => {
+                if let Some(why) = refuse_plain_startup(policy, transport) {
+                    return Err(ClientError::Refused(PgError::fatal("28000", why)));
+                }
                 if msg.minor > 0 || !msg.protocol_options.is_empty() {
                     let mut out = BytesMut::new();
                     let opts: Vec<&str> = msg.protocol_options.iter().map(String::as_str).collect();

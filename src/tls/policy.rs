@@ -119,6 +119,21 @@ impl fmt::Display for Transport {
     }
 }
 
+/// The refusal for a plain StartupMessage under a policy that requires TLS,
+/// or None when plain is acceptable. Decided before any password is asked
+/// for, so no secret ever crosses a link the policy says must be encrypted.
+pub fn refuse_plain_startup(mode: SslMode, transport: Transport) -> Option<&'static str> {
+    if !mode.requires_tls() {
+        return None;
+    }
+    Some(match transport {
+        Transport::Unix => {
+            "SSL required on the Unix socket (socketsslmode); note that libpq never uses SSL on Unix sockets"
+        }
+        Transport::LoopbackTcp | Transport::RemoteTcp => "SSL required",
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +145,28 @@ mod tests {
         }
         assert!("Require".parse::<SslMode>().is_err());
         assert!("".parse::<SslMode>().is_err());
+    }
+
+    #[test]
+    fn plain_startup_is_refused_exactly_when_tls_is_required() {
+        for mode in SslMode::ALL {
+            for t in [
+                Transport::Unix,
+                Transport::LoopbackTcp,
+                Transport::RemoteTcp,
+            ] {
+                assert_eq!(
+                    refuse_plain_startup(mode, t).is_some(),
+                    matches!(
+                        mode,
+                        SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull
+                    ),
+                    "{mode} over {t}"
+                );
+            }
+        }
+        assert!(refuse_plain_startup(SslMode::Require, Transport::Unix)
+            .is_some_and(|m| m.contains("libpq never uses SSL on Unix sockets")));
     }
 
     #[test]
