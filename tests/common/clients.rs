@@ -60,6 +60,34 @@ pub fn describe_error(e: &tokio_postgres::Error) -> String {
     }
 }
 
+/// An ErrorResponse as (severity, SQLSTATE, message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbErr {
+    pub severity: String,
+    pub code: String,
+    pub message: String,
+}
+
+/// Connects, expecting the server to refuse with an ErrorResponse; panics
+/// when the login succeeds or fails without one.
+pub async fn connect_err(conninfo: &str) -> DbErr {
+    match connect(conninfo).await {
+        Ok(_) => panic!("login unexpectedly succeeded: {conninfo}"),
+        Err(e) => db_err(&e).unwrap_or_else(|| {
+            panic!("login to {conninfo} failed without an ErrorResponse: {e:?}")
+        }),
+    }
+}
+
+/// The ErrorResponse behind a tokio-postgres error, if there was one.
+pub fn db_err(e: &tokio_postgres::Error) -> Option<DbErr> {
+    e.as_db_error().map(|db| DbErr {
+        severity: db.severity().to_string(),
+        code: db.code().code().to_string(),
+        message: db.message().to_string(),
+    })
+}
+
 /// The SQLSTATE of a tokio-postgres error that came from an ErrorResponse.
 pub fn sqlstate(e: &tokio_postgres::Error) -> Option<String> {
     e.as_db_error().map(|db| db.code().code().to_string())

@@ -18,7 +18,9 @@ pub mod pooler;
 pub mod util;
 pub mod wire;
 
-pub use clients::{connect, connect_ok, connect_with_messages, psql, psql_ok};
+pub use clients::{
+    connect, connect_err, connect_ok, connect_with_messages, db_err, psql, psql_ok, DbErr,
+};
 pub use pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
 pub use pooler::{Backend, DbEntry, Pooler, PoolerOpts};
 pub use wire::{Endpoint, ErrorFields, RawConn, Reply};

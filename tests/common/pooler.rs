@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
 use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir, wait_child};
-use super::wire::Endpoint;
+use super::wire::{cancel_packet, Endpoint, RawConn};
 use super::Transport;
 
 /// How a `[databases.NAME]` entry reaches PostgreSQL.
@@ -90,6 +90,10 @@ pub struct PoolerOpts {
     pub unix: bool,
     /// Extra TOML appended to the config.
     pub extra_toml: String,
+    /// Use this port instead of a fresh one (to collide on purpose).
+    pub port: Option<u16>,
+    /// Use this socket directory instead of one in the pooler's temp dir.
+    pub socket_dir: Option<PathBuf>,
 }
 
 impl Default for PoolerOpts {
@@ -113,6 +117,8 @@ impl Default for PoolerOpts {
             tcp: true,
             unix: true,
             extra_toml: String::new(),
+            port: None,
+            socket_dir: None,
         }
     }
 }
@@ -207,11 +213,16 @@ impl Pooler {
         let dir = unique_temp_dir("pooler");
         let pidfile = dir.join("harness-pgharbor.pid");
         let watchdog = spawn_watchdog(&pidfile, "KILL", &dir);
-        let port = free_port();
-        let sock_dir = opts.unix.then(|| dir.join("sock"));
-        if let Some(s) = &sock_dir {
-            std::fs::create_dir(s).expect("mkdir pooler sock dir");
-        }
+        let port = opts.port.unwrap_or_else(free_port);
+        let sock_dir = match (&opts.socket_dir, opts.unix) {
+            (_, false) => None,
+            (Some(d), true) => Some(d.clone()),
+            (None, true) => {
+                let d = dir.join("sock");
+                std::fs::create_dir(&d).expect("mkdir pooler sock dir");
+                Some(d)
+            }
+        };
         let config_path = dir.join("pgharbor.toml");
         std::fs::write(
             &config_path,
@@ -234,6 +245,7 @@ impl Pooler {
                 "RUST_LOG",
                 std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("dup log"))
             .stderr(log_file)
@@ -351,13 +363,17 @@ impl Pooler {
                     self.log_text()
                 ));
             }
+            // Connect, not just stat: a stale file from a crashed run exists
+            // before this pooler listens.
             let sock_ok = self
                 .sock_dir
                 .as_ref()
-                .is_none_or(|_| self.socket_path().exists());
-            let tcp_ok =
-                !self.tcp || std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok();
+                .is_none_or(|_| probe(&Endpoint::Unix(self.socket_path())));
+            let tcp_ok = !self.tcp || probe(&Endpoint::Tcp(self.port));
             if sock_ok && tcp_ok {
+                // Let the pooler finish forgetting the probes, so they do not
+                // count against a small max_client_conn.
+                std::thread::sleep(Duration::from_millis(50));
                 return Ok(());
             }
             if Instant::now() >= deadline {
@@ -474,6 +490,18 @@ impl Pooler {
         let port = free_port();
         Pooler::config_text(cluster, opts, port, &Some(std::env::temp_dir()))
     }
+}
+
+/// Whether something accepts connections at `ep`. The probe sends a
+/// CancelRequest with a key nobody has (servers drop it silently and close)
+/// and waits for that close, so the probe is over on both sides.
+fn probe(ep: &Endpoint) -> bool {
+    let Ok(mut conn) = RawConn::try_connect(ep) else {
+        return false;
+    };
+    let _ = conn.send(&cancel_packet(0, 0));
+    let _ = conn.read_until_close(Duration::from_secs(2));
+    true
 }
 
 impl Drop for Pooler {

@@ -180,6 +180,8 @@ pub struct QueryResult {
     pub tags: Vec<String>,
     pub error: Option<ErrorFields>,
     pub notices: Vec<ErrorFields>,
+    /// ParameterStatus messages that arrived during the query.
+    pub params: Vec<(String, String)>,
     pub status: u8,
 }
 
@@ -196,6 +198,8 @@ pub struct RawConn {
     /// Write every byte with its own write call (and a short pause), to
     /// prove the peer reassembles messages.
     pub split_writes: bool,
+    /// Authentication request codes of the last login, also when it failed.
+    pub auth_codes: Vec<i32>,
 }
 
 impl RawConn {
@@ -216,6 +220,7 @@ impl RawConn {
             stream,
             rbuf: Vec::new(),
             split_writes: false,
+            auth_codes: Vec::new(),
         })
     }
 
@@ -352,6 +357,7 @@ impl RawConn {
             .map(|(_, v)| *v)
             .unwrap_or("");
         let mut session = Session::default();
+        self.auth_codes.clear();
         let mut scram: Option<ScramSha256> = None;
         let timeout = Duration::from_secs(15);
         loop {
@@ -363,6 +369,7 @@ impl RawConn {
                 b'R' => {
                     let code = i32::from_be_bytes(body[..4].try_into().unwrap());
                     session.auth_codes.push(code);
+                    self.auth_codes.push(code);
                     let need_pw = || {
                         password.ok_or_else(|| {
                             Failure::Auth(format!("server asked for a password (code {code})"))
@@ -428,11 +435,9 @@ impl RawConn {
                     session.negotiate = Some((minor, names));
                 }
                 b'S' => {
-                    let kv = cstrings(body);
-                    if kv.len() >= 2 {
-                        session.params.insert(kv[0].clone(), kv[1].clone());
-                        session.param_order.push((kv[0].clone(), kv[1].clone()));
-                    }
+                    let (k, v) = name_value(body);
+                    session.params.insert(k.clone(), v.clone());
+                    session.param_order.push((k, v));
                 }
                 b'K' => {
                     let pid = i32::from_be_bytes(body[..4].try_into().unwrap());
@@ -467,6 +472,7 @@ impl RawConn {
                 Reply::Msg(b'C', body) => res.tags.extend(cstrings(&body)),
                 Reply::Msg(b'E', body) => res.error = Some(ErrorFields::parse(&body)),
                 Reply::Msg(b'N', body) => res.notices.push(ErrorFields::parse(&body)),
+                Reply::Msg(b'S', body) => res.params.push(name_value(&body)),
                 Reply::Msg(b'Z', body) => {
                     res.status = body.first().copied().unwrap_or(0);
                     return res;
@@ -534,7 +540,15 @@ pub fn send_cancel(ep: &Endpoint, pid: i32, key: i32) -> Reply {
     c.read_msg(Duration::from_secs(5))
 }
 
-fn cstrings(bytes: &[u8]) -> Vec<String> {
+/// ParameterStatus body: name and value (which may be empty).
+pub fn name_value(body: &[u8]) -> (String, String) {
+    let mut parts = body.splitn(3, |&b| b == 0);
+    let name = String::from_utf8_lossy(parts.next().unwrap_or(&[])).into_owned();
+    let value = String::from_utf8_lossy(parts.next().unwrap_or(&[])).into_owned();
+    (name, value)
+}
+
+pub fn cstrings(bytes: &[u8]) -> Vec<String> {
     bytes
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())

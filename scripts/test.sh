@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# pgharbor's test command: installs what the suite needs when it is missing
+# (Debian: PostgreSQL server and contrib, psql and pgbench, OpenSSL CLI and
+# headers, pkg-config), then builds everything and runs the whole suite.
+# The integration tests start their own PostgreSQL (initdb into a temp dir,
+# run as the `postgres` OS user when we are root) and their own poolers, so
+# nothing here touches a system cluster.
+#
+# Usage: scripts/test.sh [extra `cargo test` arguments]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+
+# Server binaries: where the harness looks for them.
+have_server() {
+    local bindir
+    if command -v pg_config >/dev/null 2>&1; then
+        bindir=$(pg_config --bindir 2>/dev/null || true)
+        [[ -n $bindir && -x $bindir/initdb && -x $bindir/postgres ]] && return 0
+    fi
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null
+}
+have_server || missing+=(postgresql postgresql-contrib)
+# psql and pgbench; on Debian /usr/bin/* are wrappers that fail with
+# --version when the versioned client package is missing.
+if ! psql --version >/dev/null 2>&1 || ! pgbench --version >/dev/null 2>&1; then
+    missing+=(postgresql-client)
+fi
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+if ! pkg-config --exists openssl 2>/dev/null && [[ ! -f /usr/include/openssl/ssl.h ]]; then
+    missing+=(libssl-dev)
+fi
+
+if ((${#missing[@]})); then
+    echo "test.sh: installing ${missing[*]}" >&2
+    if [[ $(id -u) -eq 0 ]]; then
+        sudo=()
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo=(sudo)
+    else
+        echo "test.sh: need root or sudo to install: ${missing[*]}" >&2
+        exit 1
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "test.sh: no apt-get; install these yourself: ${missing[*]}" >&2
+        exit 1
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+        apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+if [[ $(id -u) -eq 0 ]] && ! id -u postgres >/dev/null 2>&1; then
+    echo "test.sh: running as root but there is no 'postgres' OS user to run PostgreSQL as" >&2
+    exit 1
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "test.sh: cargo not found (install Rust from https://rustup.rs)" >&2
+    exit 1
+fi
+
+# 200 concurrent clients plus the pooler's and PostgreSQL's descriptors.
+ulimit -n 8192 2>/dev/null || true
+
+cargo build --all-targets
+exec cargo test --no-fail-fast "$@"
