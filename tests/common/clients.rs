@@ -8,7 +8,19 @@ use futures_util::StreamExt;
 use tokio::sync::mpsc;
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
+use super::pooler::Pooler;
 use super::util::clean_libpq_env;
+use super::Transport;
+
+/// Connection string to the pooler's Unix socket.
+pub fn conninfo_unix(pooler: &Pooler, user: &str, password: Option<&str>, db: &str) -> String {
+    pooler.conninfo(Transport::Unix, user, password, db)
+}
+
+/// Connection string to the pooler's TCP port (sslmode=disable).
+pub fn conninfo_tcp(pooler: &Pooler, user: &str, password: Option<&str>, db: &str) -> String {
+    pooler.conninfo(Transport::Tcp, user, password, db)
+}
 
 /// Connects with tokio-postgres (NoTls) and drives the connection on a
 /// spawned task. Must be called inside a tokio runtime.

@@ -8,6 +8,11 @@
 //! - [`wire`]: a raw protocol client for malformed input and for reading what
 //!   real clients hide (BackendKeyData, ParameterStatus, exact errors).
 //!
+//! Environment knobs: `PGHARBOR_TEST_LOG` sets the pooler's RUST_LOG
+//! (default `info`); `PGHARBOR_KEEP_TEST_DIRS` keeps each pooler's temp dir
+//! (config, userlist, `pgharbor.log`) after the test. A failing test prints
+//! its poolers' logs.
+//!
 //! Every test binary does `mod common;` and uses a subset, hence the
 //! dead-code allowance.
 #![allow(dead_code, unused_imports)]
@@ -19,7 +24,8 @@ pub mod util;
 pub mod wire;
 
 pub use clients::{
-    connect, connect_err, connect_ok, connect_with_messages, db_err, psql, psql_ok, DbErr,
+    connect, connect_err, connect_ok, connect_with_messages, conninfo_tcp, conninfo_unix, db_err,
+    psql, psql_ok, DbErr,
 };
 pub use pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
 pub use pooler::{Backend, DbEntry, Pooler, PoolerOpts};
