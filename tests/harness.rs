@@ -7,6 +7,8 @@ mod common;
 
 use std::time::Duration;
 
+use base64::Engine as _;
+use common::secrets;
 use common::wire::{request_packet, SSL_REQUEST_CODE};
 use common::{
     connect, psql_ok, PgCluster, RawConn, Reply, Transport, MD5_USER, SCRAM_USER, TEST_DB,
@@ -156,6 +158,33 @@ fn secrets_have_the_expected_form() {
     h.update(format!("{}{}", MD5_USER.1, MD5_USER.0));
     let expected: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(md5, format!("md5{expected}"));
+    assert_eq!(md5, secrets::md5_secret(MD5_USER.0, MD5_USER.1));
+
+    // The harness's own SCRAM secret builder agrees with PostgreSQL.
+    let salt = base64::engine::general_purpose::STANDARD
+        .decode(salt)
+        .unwrap();
+    assert_eq!(secrets::scram_secret(SCRAM_USER.1, &salt, 4096), scram);
+}
+
+#[test]
+fn a_hand_built_low_iteration_scram_secret_logs_in_to_postgres() {
+    // The way BENCHMARKS.md makes a cheap SCRAM role, used by tests whose
+    // subject is not the cost of PBKDF2.
+    let pg = PgCluster::shared();
+    let secret = secrets::scram_secret("cheap_pass", b"0123456789abcdef", 16);
+    pg.psql_ok(
+        "postgres",
+        &format!(
+            "DROP ROLE IF EXISTS cheap_user; CREATE ROLE cheap_user LOGIN PASSWORD '{secret}'"
+        ),
+    );
+    let out = psql_ok(
+        &pg.conninfo(Transport::Tcp, "cheap_user", None, TEST_DB),
+        Some("cheap_pass"),
+        "SELECT current_user",
+    );
+    assert_eq!(out, "cheap_user");
 }
 
 #[test]

@@ -6,6 +6,7 @@ mod common;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use common::secrets;
 use common::{
     connect, connect_err, connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB,
 };
@@ -95,11 +96,18 @@ async fn two_hundred_clients_fifty_queries_each_share_twenty_backends() {
     const CLIENTS: i32 = 200;
     const QUERIES: i32 = 50;
     let pg = PgCluster::shared();
+    // The subject is the pool, not PBKDF2: a 16-iteration SCRAM secret
+    // keeps 200 logins from spending seconds of debug-build key derivation
+    // in this test process (which would also trip client_login_timeout on a
+    // busy machine), and the login timeout is generous for the same reason.
+    let secret = secrets::scram_secret(SCRAM_USER.1, b"harbor-200-salt!", 16);
     let pooler = Pooler::start(
         pg,
         PoolerOpts::default()
+            .userlist(&[(SCRAM_USER.0, &secret)])
             .pool_size(20)
-            .query_wait_timeout("120s"),
+            .query_wait_timeout("120s")
+            .client_login_timeout("120s"),
     );
     let started = Instant::now();
     let mut tasks = Vec::new();

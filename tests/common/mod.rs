@@ -20,6 +20,7 @@
 pub mod clients;
 pub mod pg;
 pub mod pooler;
+pub mod secrets;
 pub mod util;
 pub mod wire;
 
