@@ -167,7 +167,6 @@ async fn accept_tcp(l: TcpListener, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>
                     id: next_id.fetch_add(1, Ordering::Relaxed),
                     transport: Transport::for_tcp_peer(&peer),
                     peer: peer.to_string(),
-                    tls: false,
                     accepted_at: Instant::now(),
                 };
                 spawn_client(Stream::Tcp(sock), ctx, &pooler);
@@ -185,7 +184,6 @@ async fn accept_unix(l: UnixListener, path: PathBuf, pooler: Arc<Pooler>, next_i
                     id: next_id.fetch_add(1, Ordering::Relaxed),
                     transport: Transport::Unix,
                     peer: path.display().to_string(),
-                    tls: false,
                     accepted_at: Instant::now(),
                 };
                 spawn_client(Stream::Unix(sock), ctx, &pooler);

@@ -64,6 +64,10 @@ fn check(path: &Path) -> ExitCode {
         eprintln!("pgharbor: {problem}");
         failed |= problem.is_error();
     }
+    if let Err(e) = pgharbor::tls::build_acceptor(&config.tls) {
+        eprintln!("pgharbor: error: {e}");
+        failed = true;
+    }
     if let Some(auth) = &config.auth.auth_file {
         if let Err(e) = pgharbor::auth::AuthFile::load(auth) {
             eprintln!("pgharbor: error: auth.auth_file: {e}");

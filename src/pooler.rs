@@ -15,6 +15,7 @@ use crate::client::ClientError;
 use crate::config::Config;
 use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
 use crate::protocol::PgError;
+use crate::tls::{build_acceptor, Acceptor, TlsError};
 
 /// Why the pooler could not start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -22,12 +23,16 @@ pub enum PoolerError {
     /// The auth file could not be read or parsed.
     #[error("auth.auth_file: {0}")]
     AuthFile(String),
+    /// The certificate or key could not be loaded.
+    #[error("{0}")]
+    Tls(#[from] TlsError),
 }
 
 /// Shared state of one running pooler.
 pub struct Pooler {
     config: RwLock<Arc<Config>>,
     auth_file: RwLock<Option<Arc<AuthFile>>>,
+    tls: RwLock<Option<Acceptor>>,
     /// Pools by (database, user).
     pub pools: PoolRegistry,
     /// Client cancel keys.
@@ -61,7 +66,9 @@ impl Pooler {
     /// Builds the shared state for a validated config.
     pub async fn new(config: Config) -> Result<Arc<Pooler>, PoolerError> {
         let auth_file = load_auth_file(&config).await?;
+        let tls = build_acceptor(&config.tls)?;
         Ok(Arc::new(Pooler {
+            tls: RwLock::new(tls),
             client_slots: Arc::new(Semaphore::new(config.pool.max_client_conn)),
             config: RwLock::new(Arc::new(config)),
             auth_file: RwLock::new(auth_file),
@@ -94,6 +101,10 @@ impl Pooler {
     /// Swaps in a new configuration and auth file (new logins use them).
     pub async fn reload(&self, config: Config) -> Result<(), PoolerError> {
         let auth_file = load_auth_file(&config).await?;
+        let tls = build_acceptor(&config.tls)?;
+        if let Ok(mut t) = self.tls.write() {
+            *t = tls;
+        }
         if let Ok(mut a) = self.auth_file.write() {
             *a = auth_file;
         }
@@ -101,6 +112,14 @@ impl Pooler {
             *c = Arc::new(config);
         }
         Ok(())
+    }
+
+    /// The TLS acceptor for client handshakes, if a certificate is configured.
+    pub fn tls_acceptor(&self) -> Option<Acceptor> {
+        match self.tls.read() {
+            Ok(t) => t.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
     }
 
     /// Seed for mock SCRAM salts of unknown users.

@@ -9,23 +9,33 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{tcp, unix, TcpStream, UnixStream};
 
+use tokio_openssl::SslStream as TlsStream;
+
 use crate::protocol::{Frame, FrameBuf, Violation};
 
-/// A connected socket of either transport.
+/// A connected socket of either transport, possibly under TLS.
 #[derive(Debug)]
 pub enum Stream {
     /// TCP.
     Tcp(TcpStream),
     /// Unix-domain socket.
     Unix(UnixStream),
+    /// TLS over either of the above.
+    Tls(Box<TlsStream<Stream>>),
+    /// Placeholder while the socket is handed to a TLS handshake; every I/O fails.
+    Detached,
 }
 
-/// Read half borrowed from a [`Stream`]; no lock, no allocation.
+/// Read half borrowed from a [`Stream`]; no allocation, and no lock for plain sockets.
 pub enum ReadHalf<'a> {
     /// TCP.
     Tcp(tcp::ReadHalf<'a>),
     /// Unix-domain socket.
     Unix(unix::ReadHalf<'a>),
+    /// TLS (one session object serves both directions, so tokio's split locks it).
+    Tls(tokio::io::ReadHalf<&'a mut TlsStream<Stream>>),
+    /// No socket.
+    Detached(Detached),
 }
 
 /// Write half borrowed from a [`Stream`].
@@ -34,6 +44,43 @@ pub enum WriteHalf<'a> {
     Tcp(tcp::WriteHalf<'a>),
     /// Unix-domain socket.
     Unix(unix::WriteHalf<'a>),
+    /// TLS.
+    Tls(tokio::io::WriteHalf<&'a mut TlsStream<Stream>>),
+    /// No socket.
+    Detached(Detached),
+}
+
+/// The I/O object behind [`Stream::Detached`]: every operation fails.
+#[derive(Debug, Default)]
+pub struct Detached;
+
+fn detached() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "socket handed to a TLS handshake",
+    )
+}
+
+impl AsyncRead for Detached {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        _: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Poll::Ready(Err(detached()))
+    }
+}
+
+impl AsyncWrite for Detached {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(detached()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl Stream {
@@ -48,7 +95,30 @@ impl Stream {
                 let (r, w) = s.split();
                 (ReadHalf::Unix(r), WriteHalf::Unix(w))
             }
+            Stream::Tls(s) => {
+                let (r, w) = tokio::io::split(s.as_mut());
+                (ReadHalf::Tls(r), WriteHalf::Tls(w))
+            }
+            Stream::Detached => (ReadHalf::Detached(Detached), WriteHalf::Detached(Detached)),
         }
+    }
+
+    /// True when the bytes are encrypted.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// Runs the server side of a TLS handshake on this socket.
+    pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
+        let plain = std::mem::replace(self, Stream::Detached);
+        let ssl = openssl::ssl::Ssl::new(acceptor.context()).map_err(io::Error::other)?;
+        let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
+        std::pin::Pin::new(tls.as_mut())
+            .accept()
+            .await
+            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;
+        *self = Stream::Tls(tls);
+        Ok(())
     }
 }
 
@@ -96,10 +166,54 @@ macro_rules! delegate_write {
     };
 }
 
-delegate_read!(Stream, Tcp, Unix);
-delegate_write!(Stream, Tcp, Unix);
-delegate_read!(ReadHalf<'_>, Tcp, Unix);
-delegate_write!(WriteHalf<'_>, Tcp, Unix);
+/// `Stream::Detached` has no payload; route it to the failing [`Detached`] object.
+macro_rules! delegate_stream {
+    ($($variant:ident),+) => {
+        impl AsyncRead for Stream {
+            fn poll_read(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &mut ReadBuf<'_>,
+            ) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Stream::$variant(s) => Pin::new(s).poll_read(cx, buf),)+
+                    Stream::Detached => Pin::new(&mut Detached).poll_read(cx, buf),
+                }
+            }
+        }
+
+        impl AsyncWrite for Stream {
+            fn poll_write(
+                self: Pin<&mut Self>,
+                cx: &mut Context<'_>,
+                buf: &[u8],
+            ) -> Poll<io::Result<usize>> {
+                match self.get_mut() {
+                    $(Stream::$variant(s) => Pin::new(s).poll_write(cx, buf),)+
+                    Stream::Detached => Pin::new(&mut Detached).poll_write(cx, buf),
+                }
+            }
+
+            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Stream::$variant(s) => Pin::new(s).poll_flush(cx),)+
+                    Stream::Detached => Poll::Ready(Ok(())),
+                }
+            }
+
+            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                match self.get_mut() {
+                    $(Stream::$variant(s) => Pin::new(s).poll_shutdown(cx),)+
+                    Stream::Detached => Poll::Ready(Ok(())),
+                }
+            }
+        }
+    };
+}
+
+delegate_stream!(Tcp, Unix, Tls);
+delegate_read!(ReadHalf<'_>, Tcp, Unix, Tls, Detached);
+delegate_write!(WriteHalf<'_>, Tcp, Unix, Tls, Detached);
 
 /// Why a framed read failed.
 #[derive(Debug, thiserror::Error)]

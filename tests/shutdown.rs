@@ -149,10 +149,12 @@ fn a_stale_socket_file_is_replaced_and_a_live_one_refused() {
     let port = first.port();
 
     // A second pooler on the live socket must refuse to start.
-    let mut clash = PoolerOpts::default();
-    clash.tcp = false;
-    clash.port = Some(port);
-    clash.socket_dir = Some(sock_dir.clone());
+    let clash = PoolerOpts {
+        tcp: false,
+        port: Some(port),
+        socket_dir: Some(sock_dir.clone()),
+        ..Default::default()
+    };
     let failure = match Pooler::try_start(pg, clash.clone()) {
         Err(e) => e,
         Ok(mut p) => match p.wait_exit(Duration::from_secs(3)) {

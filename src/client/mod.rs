@@ -75,8 +75,6 @@ pub struct ConnContext {
     pub transport: Transport,
     /// Peer address (or the socket path).
     pub peer: String,
-    /// Whether TLS is in use.
-    pub tls: bool,
     /// When the socket was accepted.
     pub accepted_at: Instant,
 }
@@ -88,7 +86,8 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         id = ctx.id,
         transport = %ctx.transport,
         peer = %ctx.peer,
-        tls = ctx.tls,
+        tls = tracing::field::Empty,
+        user = tracing::field::Empty,
     );
     async move {
         let mut buf = FrameBuf::new(CLIENT_BUF, CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET));
@@ -166,7 +165,9 @@ async fn handshake(
     timings: &mut LoginTimings,
 ) -> Result<Option<Login>, ClientError> {
     let policy = pooler.config().tls.mode_for(ctx.transport);
-    let startup = match negotiate::negotiate(stream, buf, ctx.transport, policy).await? {
+    let acceptor = pooler.tls_acceptor();
+    let opening = negotiate::negotiate(stream, buf, ctx.transport, policy, acceptor.as_ref());
+    let startup = match opening.await? {
         Opening::Cancel { pid, secret } => {
             forward_cancel(pooler, pid, secret).await;
             return Ok(None);
@@ -184,6 +185,7 @@ async fn handshake(
         )));
     };
     let (user, database) = identify(&startup)?;
+    tracing::Span::current().record("user", user.as_str());
     let config = pooler.config();
     let auth_file = pooler.auth_file();
     let secret = auth_file.as_ref().and_then(|f| f.get(&user));

@@ -10,7 +10,7 @@ use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
-use crate::tls::{SslMode, Transport};
+use crate::tls::{Acceptor, SslMode, Transport};
 
 /// What the first packets asked for.
 pub enum Opening {
@@ -32,6 +32,7 @@ pub async fn negotiate(
     buf: &mut FrameBuf,
     transport: Transport,
     policy: SslMode,
+    acceptor: Option<&Acceptor>,
 ) -> Result<Opening, ClientError> {
     let mut ssl_done = false;
     let mut gss_done = false;
@@ -47,11 +48,23 @@ pub async fn negotiate(
         match request? {
             StartupRequest::Ssl if !ssl_done => {
                 ssl_done = true;
-                refuse_encryption(stream, buf).await?;
+                refuse_early_data(buf)?;
+                match acceptor.filter(|_| policy != SslMode::Disable) {
+                    Some(acceptor) => {
+                        stream.write_all(b"S").await?;
+                        // A failed handshake has no channel left to report on.
+                        stream
+                            .accept_tls(acceptor)
+                            .await
+                            .map_err(|_| ClientError::Gone)?;
+                    }
+                    None => stream.write_all(b"N").await?,
+                }
             }
-            StartupRequest::GssEnc if !gss_done => {
+            StartupRequest::GssEnc if !gss_done && !stream.is_tls() => {
                 gss_done = true;
-                refuse_encryption(stream, buf).await?;
+                refuse_early_data(buf)?;
+                stream.write_all(b"N").await?;
             }
             StartupRequest::Ssl | StartupRequest::GssEnc => {
                 return Err(ClientError::Protocol(Violation::new(
@@ -60,8 +73,11 @@ pub async fn negotiate(
             }
             StartupRequest::Cancel { pid, secret } => return Ok(Opening::Cancel { pid, secret }),
             StartupRequest::Startup(msg) => {
-                if let Some(why) = refuse_plain_startup(policy, transport) {
-                    return Err(ClientError::Refused(PgError::fatal("28000", why)));
+                tracing::Span::current().record("tls", stream.is_tls());
+                if !stream.is_tls() {
+                    if let Some(why) = refuse_plain_startup(policy, transport) {
+                        return Err(ClientError::Refused(PgError::fatal("28000", why)));
+                    }
                 }
                 if msg.minor > 0 || !msg.protocol_options.is_empty() {
                     let mut out = BytesMut::new();
@@ -75,15 +91,14 @@ pub async fn negotiate(
     }
 }
 
-/// Answers `N`. Bytes that arrived with the request were sent before the
-/// client could know the answer: a man in the middle injecting plaintext
-/// (CVE-2021-23214), so they are never processed.
-async fn refuse_encryption(stream: &mut Stream, buf: &FrameBuf) -> Result<(), ClientError> {
+/// Bytes that arrived with an SSLRequest or GSSENCRequest were sent before
+/// the client could know the answer: a man in the middle injecting plaintext
+/// (CVE-2021-23214, PgBouncer CVE-2021-3935), so they are never processed.
+fn refuse_early_data(buf: &FrameBuf) -> Result<(), ClientError> {
     if !buf.is_empty() {
         return Err(ClientError::Protocol(Violation::new(
             "received unencrypted data after SSL request",
         )));
     }
-    stream.write_all(b"N").await?;
     Ok(())
 }

@@ -1,5 +1,8 @@
-//! TLS: the per-transport policy and the native-tls acceptor/connector.
+//! TLS: the per-transport policy and the native-tls acceptor/connector; the
+//! only place that knows about certificates.
 
+pub mod acceptor;
 pub mod policy;
 
+pub use acceptor::{build_acceptor, Acceptor, TlsError};
 pub use policy::{SslMode, Transport};
