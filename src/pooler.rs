@@ -12,10 +12,11 @@ use crate::auth::{new_mock_seed, AuthFile, SaltedPasswordCache, ScramKeys, Scram
 use crate::backend::{BackendTarget, Credentials, ScramPassthrough};
 use crate::client::cancel::CancelRegistry;
 use crate::client::ClientError;
+use crate::config::BackendHost;
 use crate::config::Config;
 use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
 use crate::protocol::PgError;
-use crate::tls::{build_acceptor, Acceptor, TlsError};
+use crate::tls::{build_acceptor, Acceptor, BackendTls, TlsError};
 
 /// Why the pooler could not start or reload.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +167,12 @@ impl Pooler {
                     user: backend_user.clone(),
                 };
                 let creds = self.credentials_for(&backend_user, db.conninfo.password.as_deref());
+                let tls = BackendTls::new(
+                    db.conninfo.tls_mode(),
+                    matches!(db.conninfo.host, BackendHost::Unix(_)),
+                    db.conninfo.sslrootcert.as_deref(),
+                )
+                .map_err(|e| format!("databases.{database}.conninfo: {e}"))?;
                 let connect_timeout = db
                     .conninfo
                     .connect_timeout
@@ -182,6 +189,7 @@ impl Pooler {
                         wait_timeout: config.pool.query_wait_timeout,
                         connect_timeout,
                         reset_query: config.pool.server_reset_query.clone(),
+                        tls,
                         startup_params: ["application_name", "options", "client_encoding"]
                             .iter()
                             .filter_map(|k| {

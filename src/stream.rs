@@ -103,6 +103,26 @@ impl Stream {
         }
     }
 
+    /// Runs the client side of a TLS handshake toward a server named `host`.
+    pub async fn connect_tls(
+        &mut self,
+        connector: &openssl::ssl::SslConnector,
+        host: &str,
+        verify_hostname: bool,
+    ) -> io::Result<()> {
+        let mut config = connector.configure().map_err(io::Error::other)?;
+        config.set_verify_hostname(verify_hostname);
+        let ssl = config.into_ssl(host).map_err(io::Error::other)?;
+        let plain = std::mem::replace(self, Stream::Detached);
+        let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
+        std::pin::Pin::new(tls.as_mut())
+            .connect()
+            .await
+            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, tls_error_text(&e)))?;
+        *self = Stream::Tls(tls);
+        Ok(())
+    }
+
     /// True when the bytes are encrypted.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
@@ -214,6 +234,15 @@ macro_rules! delegate_stream {
 delegate_stream!(Tcp, Unix, Tls);
 delegate_read!(ReadHalf<'_>, Tcp, Unix, Tls, Detached);
 delegate_write!(WriteHalf<'_>, Tcp, Unix, Tls, Detached);
+
+/// The useful part of an OpenSSL handshake error (certificate verification
+/// failures come with a reason string).
+fn tls_error_text(e: &openssl::ssl::Error) -> String {
+    match e.ssl_error() {
+        Some(stack) => stack.to_string(),
+        None => e.to_string(),
+    }
+}
 
 /// Why a framed read failed.
 #[derive(Debug, thiserror::Error)]

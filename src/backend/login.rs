@@ -6,18 +6,22 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use postgres_protocol::message::frontend;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::session::{parse_error_fields, TxStatus};
 use super::{Backend, BackendError, BackendTarget, CancelTarget, Credentials, MAX_INSPECTED};
 use crate::auth::{
     md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramKeys,
 };
+use crate::config::BackendHost;
 use crate::protocol::{be_u32, frontend::split_cstr};
 use crate::stream::{read_tagged, Stream};
+use crate::tls::connector::Opening;
+use crate::tls::BackendTls;
 
 pub(super) async fn connect(
     target: Arc<BackendTarget>,
+    tls: &BackendTls,
     creds: &Credentials,
     extra_params: &[(String, String)],
     cache: &Arc<SaltedPasswordCache>,
@@ -38,6 +42,9 @@ pub(super) async fn connect(
     };
     let mut be = Backend::new(stream, cancel);
     be.timings.connect = connected - started;
+    negotiate_tls(&mut be.stream, &target, tls).await?;
+    let connected = Instant::now();
+    be.timings.tls = connected - started - be.timings.connect;
 
     let mut out = BytesMut::with_capacity(256);
     let mut params: Vec<(&str, &str)> = vec![("user", &target.user), ("database", &target.dbname)];
@@ -56,6 +63,50 @@ pub(super) async fn connect(
     read_until_ready(&mut be).await?;
     be.timings.ready = authed.elapsed();
     Ok(be)
+}
+
+/// SSLRequest and handshake as libpq does them. Exactly one byte is read for
+/// the answer, straight from the socket: anything the server (or a man in the
+/// middle) sends after it must go through the TLS handshake, never be taken as
+/// protocol (CVE-2021-23222). An error answer's text is not shown to anyone
+/// (CVE-2024-10977): it came before the server was authenticated.
+async fn negotiate_tls(
+    stream: &mut Stream,
+    target: &BackendTarget,
+    tls: &BackendTls,
+) -> Result<(), BackendError> {
+    let opening = tls.opening();
+    let Some(connector) = tls.connector().filter(|_| opening != Opening::Plain) else {
+        return Ok(());
+    };
+    let mut out = BytesMut::with_capacity(8);
+    frontend::ssl_request(&mut out);
+    write(stream, &out).await?;
+    let mut answer = [0u8; 1];
+    stream
+        .read_exact(&mut answer)
+        .await
+        .map_err(|e| BackendError::Read(e.into()))?;
+    match answer[0] {
+        b'S' => {
+            let host = match &target.host {
+                BackendHost::Tcp(h) => h.clone(),
+                BackendHost::Unix(_) => "localhost".to_string(),
+            };
+            stream
+                .connect_tls(connector, &host, tls.verify_hostname())
+                .await
+                .map_err(|e| BackendError::Tls(format!("TLS handshake with {} failed: {e}", target.describe())))
+        }
+        b'N' if opening == Opening::Prefer => Ok(()),
+        b'N' => Err(BackendError::Tls(tls.refused_message())),
+        b'E' => Err(BackendError::Tls(
+            "server answered the SSL request with an error (not shown: it was sent before the server was authenticated)".into(),
+        )),
+        _ => Err(BackendError::Protocol(
+            "received invalid response to SSL negotiation".into(),
+        )),
+    }
 }
 
 async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {

@@ -18,6 +18,7 @@ use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stream::{ReadError, Stream};
+use crate::tls::BackendTls;
 
 pub use session::TxStatus;
 
@@ -146,6 +147,9 @@ pub enum BackendError {
     /// PostgreSQL refused the login or a query.
     #[error("server error: {0}")]
     Server(ServerError),
+    /// TLS could not be set up as the policy requires.
+    #[error("server TLS: {0}")]
+    Tls(String),
     /// The server asked for something we cannot answer.
     #[error("server login failed: {0}")]
     Auth(String),
@@ -170,6 +174,8 @@ pub struct CancelTarget {
 pub struct BackendTimings {
     /// Socket connect.
     pub connect: Duration,
+    /// SSL negotiation and TLS handshake (zero without TLS).
+    pub tls: Duration,
     /// Authentication exchange.
     pub auth: Duration,
     /// From AuthenticationOk to the first ReadyForQuery.
@@ -206,11 +212,12 @@ impl Backend {
     /// Opens and authenticates a backend; `extra_params` go into the startup packet.
     pub async fn connect(
         target: Arc<BackendTarget>,
+        tls: &BackendTls,
         creds: &Credentials,
         extra_params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
     ) -> Result<Backend, BackendError> {
-        login::connect(target, creds, extra_params, cache).await
+        login::connect(target, tls, creds, extra_params, cache).await
     }
 
     fn new(stream: Stream, cancel: CancelTarget) -> Backend {

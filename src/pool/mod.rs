@@ -17,6 +17,7 @@ use deadpool::Runtime;
 
 use crate::auth::SaltedPasswordCache;
 use crate::backend::{Backend, BackendError, BackendTarget, Credentials, ScramPassthrough};
+use crate::tls::BackendTls;
 
 /// Identifies one pool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -38,6 +39,7 @@ pub struct Pooled {
 /// Creates backends for one pool and vets them on checkout.
 pub struct BackendManager {
     target: Arc<BackendTarget>,
+    tls: BackendTls,
     creds: RwLock<Credentials>,
     cache: Arc<SaltedPasswordCache>,
     connect_timeout: Duration,
@@ -52,6 +54,7 @@ impl managed::Manager for BackendManager {
         let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
         let connect = Backend::connect(
             self.target.clone(),
+            &self.tls,
             &creds,
             &self.startup_params,
             &self.cache,
@@ -122,6 +125,8 @@ pub struct PoolSettings {
     pub reset_query: String,
     /// Extra startup parameters for every backend (from the conninfo).
     pub startup_params: Vec<(String, String)>,
+    /// TLS toward the server.
+    pub tls: BackendTls,
 }
 
 impl Pool {
@@ -135,6 +140,7 @@ impl Pool {
     ) -> Result<Pool, String> {
         let manager = BackendManager {
             target: Arc::new(target),
+            tls: settings.tls,
             creds: RwLock::new(creds),
             cache,
             connect_timeout: settings.connect_timeout,

@@ -2,7 +2,9 @@
 //! only place that knows about certificates.
 
 pub mod acceptor;
+pub mod connector;
 pub mod policy;
 
 pub use acceptor::{build_acceptor, Acceptor, TlsError};
+pub use connector::BackendTls;
 pub use policy::{SslMode, Transport};
