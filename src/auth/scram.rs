@@ -195,8 +195,10 @@ impl ScramServer {
     /// Starts an exchange for `user`; `secret` None runs a mock exchange that
     /// fails at the end, with a salt derived from `user` and `mock_seed` (see [`new_mock_seed`]).
     pub fn new(user: &str, secret: Option<ScramSecret>, mock_seed: &[u8; 32]) -> ScramServer {
+        // ThreadRng is a CSPRNG seeded from the OS; it spares a getrandom
+        // syscall per login.
         let mut raw = [0u8; SERVER_NONCE_LEN];
-        rand::rngs::OsRng.fill_bytes(&mut raw);
+        rand::thread_rng().fill_bytes(&mut raw);
         Self::with_server_nonce(user, secret, mock_seed, crypto::b64_encode(&raw))
     }
 

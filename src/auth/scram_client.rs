@@ -150,7 +150,7 @@ impl ScramClient {
     /// Starts an exchange; returns the client-first-message `n,,n=,r=<nonce>`.
     pub fn new() -> (ScramClient, Vec<u8>) {
         let mut raw = [0u8; CLIENT_NONCE_LEN];
-        rand::rngs::OsRng.fill_bytes(&mut raw);
+        rand::thread_rng().fill_bytes(&mut raw);
         // Empty user name, as libpq: PostgreSQL takes it from the startup packet.
         Self::with_nonce("", crypto::b64_encode(&raw))
     }

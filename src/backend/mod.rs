@@ -20,7 +20,7 @@ use crate::protocol::FrameBuf;
 use crate::stream::{ReadError, Stream};
 use crate::tls::BackendTls;
 
-pub use session::TxStatus;
+pub use session::{read_replies, TxStatus};
 
 /// Initial server-to-client relay buffer of each backend; it grows to
 /// [`MAX_INSPECTED`] while data streams. Large reads keep
@@ -206,6 +206,8 @@ pub struct Backend {
     pub timings: BackendTimings,
     /// Client sessions served so far.
     pub clients_served: u64,
+    /// Statements the pooler sent itself whose replies are still unread.
+    pub pending_replies: usize,
 }
 
 impl Backend {
@@ -232,6 +234,7 @@ impl Backend {
             opened_at: Instant::now(),
             timings: BackendTimings::default(),
             clients_served: 0,
+            pending_replies: 0,
         }
     }
 
@@ -260,6 +263,18 @@ impl ParamSet {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
+    /// Sets a value the server is known to report (ahead of its report).
+    pub fn set(&mut self, name: &str, value: &str) {
+        match self.0.iter_mut().find(|(k, _)| k == name) {
+            Some((_, v)) => {
+                if v != value {
+                    *v = value.to_string();
+                }
+            }
+            None => self.0.push((name.to_string(), value.to_string())),
+        }
+    }
+
     /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
     pub fn apply_status(&mut self, body: &[u8]) -> bool {
         let Some((name, rest)) = split_cstr(body) else {
@@ -268,15 +283,10 @@ impl ParamSet {
         let Some((value, _)) = split_cstr(rest) else {
             return false;
         };
-        let (name, value) = (
-            String::from_utf8_lossy(name),
-            String::from_utf8_lossy(value),
+        self.set(
+            &String::from_utf8_lossy(name),
+            &String::from_utf8_lossy(value),
         );
-        match self.0.iter_mut().find(|(k, _)| *k == name) {
-            Some((_, v)) if *v == value => {}
-            Some((_, v)) => *v = value.into_owned(),
-            None => self.0.push((name.into_owned(), value.into_owned())),
-        }
         true
     }
 }

@@ -2,10 +2,11 @@
 //! reset query and applying a client's session parameters.
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
-use super::{Backend, BackendError, ServerError, MAX_INSPECTED};
+use super::{Backend, BackendError, ParamSet, ServerError, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
+use crate::protocol::FrameBuf;
 use crate::stream::read_tagged;
 
 /// Transaction status from ReadyForQuery.
@@ -67,12 +68,59 @@ pub fn parse_error_fields(mut body: &[u8]) -> ServerError {
     e
 }
 
+/// Reads the replies to `count` queries the pooler sent itself, up to each
+/// one's ReadyForQuery, keeping `params` and `tx` current. `count` goes down
+/// as each reply completes, so a caller that is cancelled midway still knows
+/// how many are left. Returns the first error the server reported, if any;
+/// the replies never reach a client.
+pub async fn read_replies<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buf: &mut FrameBuf,
+    params: &mut ParamSet,
+    tx: &mut TxStatus,
+    count: &mut usize,
+) -> Result<Option<ServerError>, BackendError> {
+    let mut first_error = None;
+    while *count > 0 {
+        let f = read_tagged(reader, buf, MAX_INSPECTED).await?;
+        let body = buf.body(&f);
+        match f.tag {
+            b'Z' if body.len() == 1 => {
+                *tx = TxStatus::from_byte(body[0])
+                    .ok_or_else(|| BackendError::Protocol("invalid ReadyForQuery status".into()))?;
+                *count -= 1;
+            }
+            b'S' => {
+                params.apply_status(body);
+            }
+            b'E' => {
+                if first_error.is_none() {
+                    first_error = Some(parse_error_fields(body));
+                }
+            }
+            // Row data, command tags, notices: the pooler's own queries have no reader.
+            b'T' | b'D' | b'C' | b'I' | b'N' | b'A' => {}
+            // COPY started by a reset query would leave the backend in a state
+            // we cannot drive; any other message is a protocol doubt.
+            other => {
+                buf.consume(f.total);
+                return Err(BackendError::Protocol(format!(
+                    "unexpected message type \"{}\" while running a pooler query",
+                    other.escape_ascii()
+                )));
+            }
+        }
+        buf.consume(f.total);
+    }
+    Ok(first_error)
+}
+
 impl Backend {
-    /// Runs one or more simple-protocol statements written as separate Query
-    /// messages in one write, and waits for every ReadyForQuery. Results are
-    /// discarded; the first error fails the call (the backend is then suspect).
-    pub async fn run_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
-        if !self.scanner.at_boundary() || !self.buf.is_empty() {
+    /// Sends simple-protocol statements as separate Query messages in one
+    /// write, without waiting; their replies are read by [`Backend::run_queries`]
+    /// or at the start of the relay, never by a client.
+    pub async fn send_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        if self.pending_replies == 0 && (!self.scanner.at_boundary() || !self.buf.is_empty()) {
             return Err(BackendError::Protocol(
                 "backend has unread data from a previous client".into(),
             ));
@@ -86,41 +134,28 @@ impl Backend {
             .write_all(&out)
             .await
             .map_err(BackendError::Write)?;
-        let mut pending = queries.len();
-        let mut first_error = None;
-        while pending > 0 {
-            let f = read_tagged(&mut self.stream, &mut self.buf, MAX_INSPECTED).await?;
-            let body = self.buf.body(&f);
-            match f.tag {
-                b'Z' if body.len() == 1 => {
-                    self.tx = TxStatus::from_byte(body[0]).ok_or_else(|| {
-                        BackendError::Protocol("invalid ReadyForQuery status".into())
-                    })?;
-                    pending -= 1;
-                }
-                b'S' => {
-                    self.params.apply_status(body);
-                }
-                b'E' => {
-                    if first_error.is_none() {
-                        first_error = Some(parse_error_fields(body));
-                    }
-                }
-                // Row data, command tags, notices: the pooler's own queries have no reader.
-                b'T' | b'D' | b'C' | b'I' | b'N' | b'A' => {}
-                // COPY started by a reset query would leave the backend in a state we
-                // cannot drive; treat any other message as a protocol doubt.
-                other => {
-                    self.buf.consume(f.total);
-                    return Err(BackendError::Protocol(format!(
-                        "unexpected message type \"{}\" while running a pooler query",
-                        other.escape_ascii()
-                    )));
-                }
-            }
-            self.buf.consume(f.total);
-        }
-        match first_error {
+        self.pending_replies += queries.len();
+        Ok(())
+    }
+
+    /// Runs statements and waits for every reply (and any still pending); the
+    /// first error fails the call (the backend is then suspect).
+    pub async fn run_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        self.send_queries(queries).await?;
+        self.drain_replies().await
+    }
+
+    /// Reads the replies to every statement the pooler sent and not yet read.
+    pub async fn drain_replies(&mut self) -> Result<(), BackendError> {
+        let error = read_replies(
+            &mut self.stream,
+            &mut self.buf,
+            &mut self.params,
+            &mut self.tx,
+            &mut self.pending_replies,
+        )
+        .await?;
+        match error {
             Some(e) => Err(BackendError::Server(e)),
             None => Ok(()),
         }

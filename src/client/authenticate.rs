@@ -19,8 +19,9 @@ use crate::stream::{read_tagged, Stream};
 pub enum Proof {
     /// No secret involved (trust) or a secret the pooler already has.
     Verified,
-    /// SCRAM revealed the client's ClientKey; with a pg_authid secret it lets
-    /// the pooler log in to PostgreSQL as this user.
+    /// SCRAM succeeded: the server-final message still has to be sent, and the
+    /// client's ClientKey, with a pg_authid secret, lets the pooler log in to
+    /// PostgreSQL as this user.
     Scram(ScramSuccess),
 }
 
@@ -72,7 +73,7 @@ async fn md5(
     secret: Option<&Secret>,
 ) -> Result<Proof, ClientError> {
     let mut salt = [0u8; 4];
-    rand::rngs::OsRng.fill_bytes(&mut salt);
+    rand::thread_rng().fill_bytes(&mut salt);
     let mut out = BytesMut::new();
     server::auth_md5(&mut out, salt);
     stream.write_all(&out).await?;
@@ -115,12 +116,8 @@ async fn scram(
     let (client_final, total) = read_auth_message(stream, buf).await?;
     buf.consume(total);
     match exchange.handle_client_final(&client_final) {
-        Ok(success) => {
-            out.clear();
-            server::auth_sasl_final(&mut out, &success.server_final);
-            stream.write_all(&out).await?;
-            Ok(Proof::Scram(success))
-        }
+        // AuthenticationSASLFinal goes out with the rest of the login reply.
+        Ok(success) => Ok(Proof::Scram(success)),
         Err(ScramError::InvalidProof) => Err(auth_failed(user)),
         Err(e) => Err(scram_error(e)),
     }

@@ -108,7 +108,10 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
                 None => tracing::debug!(reason = %e, "client closed"),
             }
         }
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+        // TLS gets a close_notify; a plain socket is simply closed on drop.
+        if stream.is_tls() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+        }
     }
     .instrument(span)
     .await
@@ -225,24 +228,23 @@ async fn attach(
         proof,
         permit,
     } = login;
-    let mut out = BytesMut::with_capacity(512);
-    server::auth_ok(&mut out);
-    stream.write_all(&out).await?;
-
-    let pool = pooler.pool_for(&database, &user)?;
+    // The whole login reply (SASL final, AuthenticationOk, parameters, key,
+    // ReadyForQuery) goes out in one write once a backend is ready.
+    let mut out = BytesMut::with_capacity(1024);
     if let Proof::Scram(success) = &proof {
-        let auth_file = pooler.auth_file();
-        let secret = auth_file.as_ref().and_then(|f| f.get(&user));
-        pooler.lend_scram_keys(&pool, &user, secret, success);
+        server::auth_sasl_final(&mut out, &success.server_final);
     }
-    let wait_started = Instant::now();
-    let mut lease = pool.acquire().await?;
-    timings.backend_wait = wait_started.elapsed();
-    params::apply(lease.backend(), &startup).await?;
-
+    server::auth_ok(&mut out);
+    let mut lease = match acquire(pooler, &user, &database, &proof, &startup, timings).await {
+        Ok(lease) => lease,
+        Err(e) => {
+            // The client did authenticate: let it see that before the error.
+            let _ = stream.write_all(&out).await;
+            return Err(e);
+        }
+    };
     let cancel_key = pooler.cancels.issue();
     cancel_key.slot.set(Some(lease.backend().cancel.clone()));
-    out.clear();
     for (name, value) in lease.backend().params.iter() {
         server::parameter_status(&mut out, name, value);
     }
@@ -266,6 +268,28 @@ async fn attach(
         user,
         database,
     })
+}
+
+/// Gets a backend from the right pool and applies the client's parameters.
+async fn acquire(
+    pooler: &Arc<Pooler>,
+    user: &str,
+    database: &str,
+    proof: &Proof,
+    startup: &StartupMessage,
+    timings: &mut LoginTimings,
+) -> Result<Lease, ClientError> {
+    let pool = pooler.pool_for(database, user)?;
+    if let Proof::Scram(success) = proof {
+        let auth_file = pooler.auth_file();
+        let secret = auth_file.as_ref().and_then(|f| f.get(user));
+        pooler.lend_scram_keys(&pool, user, secret, success);
+    }
+    let wait_started = Instant::now();
+    let mut lease = pool.acquire().await?;
+    timings.backend_wait = wait_started.elapsed();
+    params::apply(lease.backend(), startup).await?;
+    Ok(lease)
 }
 
 /// The user and database a StartupMessage names, as PostgreSQL reads them.

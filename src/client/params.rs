@@ -79,10 +79,24 @@ fn parse_options(options: &str) -> Result<Vec<(String, String)>, ClientError> {
     Ok(out)
 }
 
+/// True when PostgreSQL reports `value` back verbatim and cannot refuse it:
+/// an application_name of printable ASCII shorter than NAMEDATALEN. Such a
+/// SET can be pipelined ahead of the client's first message instead of
+/// costing a round trip at login.
+fn predictable(name: &str, value: &str) -> bool {
+    name == "application_name"
+        && value.len() < 64
+        && value.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
 /// Issues SET for every requested parameter whose reported value differs.
+/// A SET whose outcome is certain is only sent (its reply is read at the start
+/// of the relay); the others are waited for, so that a refused value fails
+/// the login as it would on PostgreSQL and the client sees canonical values.
 pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<(), ClientError> {
     let wanted = requested(startup)?;
-    let mut sql = String::new();
+    let mut sync_sql = String::new();
+    let mut pipelined_sql = String::new();
     for (name, value) in &wanted {
         let same = backend.param(name).is_some_and(|v| {
             v == value || (name == "client_encoding" && v.eq_ignore_ascii_case(value))
@@ -95,22 +109,36 @@ pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<()
                 "NUL byte in startup parameter",
             )));
         }
+        let sql = if predictable(name, value) {
+            &mut pipelined_sql
+        } else {
+            &mut sync_sql
+        };
         sql.push_str(&format!(
             "SET {} TO {};",
             escape_identifier(name),
             escape_literal(value)
         ));
     }
-    if sql.is_empty() {
+    if !pipelined_sql.is_empty() {
+        backend.send_queries(&[&pipelined_sql]).await?;
+        for (name, value) in wanted.iter().filter(|(n, v)| predictable(n, v)) {
+            backend.params.set(name, value);
+        }
+    }
+    if sync_sql.is_empty() {
         return Ok(());
     }
-    backend.run_queries(&[&sql]).await.map_err(|e| match e {
-        crate::backend::BackendError::Server(s) => {
-            let code = if s.code == "42704" { "42704" } else { "22023" };
-            ClientError::Refused(PgError::fatal(code, s.message))
-        }
-        other => ClientError::Backend(other),
-    })
+    backend
+        .run_queries(&[&sync_sql])
+        .await
+        .map_err(|e| match e {
+            crate::backend::BackendError::Server(s) => {
+                let code = if s.code == "42704" { "42704" } else { "22023" };
+                ClientError::Refused(PgError::fatal(code, s.message))
+            }
+            other => ClientError::Backend(other),
+        })
 }
 
 #[cfg(test)]

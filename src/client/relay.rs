@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::io::AsyncWriteExt;
 
-use crate::backend::{Backend, ParamSet, TxStatus, MAX_INSPECTED};
+use crate::backend::{read_replies, Backend, ParamSet, TxStatus, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::{FrameBuf, Violation};
@@ -72,6 +72,7 @@ pub async fn relay(
         scanner: bscan,
         params,
         tx,
+        pending_replies,
         ..
     } = backend;
     let (mut br, mut bw) = stream.split();
@@ -86,6 +87,7 @@ pub async fn relay(
             params,
             tx,
             &progress,
+            pending_replies,
             &mut sent.to_client,
         );
         tokio::select! {
@@ -181,8 +183,18 @@ async fn server_to_client(
     params: &mut ParamSet,
     tx: &mut TxStatus,
     progress: &Progress,
+    pending_replies: &mut usize,
     sent: &mut u64,
 ) -> RelayEnd {
+    // Replies to statements the pooler pipelined ahead of the client's first
+    // message (a SET application_name) come first and are not the client's.
+    if *pending_replies > 0 {
+        match read_replies(br, buf, params, tx, pending_replies).await {
+            Ok(None) => {}
+            Ok(Some(e)) => tracing::warn!(error = %e, "pooler statement failed"),
+            Err(e) => return RelayEnd::BackendGone(e.to_string()),
+        }
+    }
     let mut fatal = false;
     loop {
         let mut pos = 0;
