@@ -97,6 +97,20 @@ def spread(xs):
     return 100.0 * (max(xs) - min(xs)) / m if m else None
 
 
+def fmt_paired(cells, workload, transport, other):
+    """Median (min-max) over rounds of pgharbor's tps / other's tps in the same round."""
+    by_round = lambda g: {r["round"]: num(r["tps"])  # noqa: E731
+                          for r in cells.get((workload, transport, g), []) if r["status"] == "ok"}
+    a, b = by_round("pgharbor"), by_round(other)
+    ratios = sorted(a[k] / b[k] for k in a.keys() & b.keys() if a[k] and b[k])
+    if not ratios:
+        return "–"
+    text = f"{statistics.median(ratios):.2f}x"
+    if len(ratios) > 1:
+        text += f" ({ratios[0]:.2f}–{ratios[-1]:.2f})"
+    return text
+
+
 def summarize(path: str) -> None:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -143,8 +157,13 @@ def summarize(path: str) -> None:
                           for t in transports]
                 out.append(f"| pgharbor / {TARGETS[other].split()[0]} | "
                            + " | ".join(ratios) + " |")
+                paired = [fmt_paired(cells, w, t, other) for t in transports]
+                out.append(f"| pgharbor / {TARGETS[other].split()[0]}, paired per round | "
+                           + " | ".join(paired) + " |")
         out.append("")
-    out.append("(±x% = half the range of the runs, relative to the median.)\n")
+    out.append("(±x% = half the range of the runs, relative to the median. Ratios: of the medians;"
+               " \"paired per round\": median, and range, of the ratios of runs made back to back"
+               " in the same round, which cancels slow drift in the machine's load.)\n")
 
     poolers = [g for g in POOLERS if g in targets]
     if poolers:
