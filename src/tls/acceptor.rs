@@ -12,7 +12,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use openssl::pkey::{PKey, Private};
-use openssl::ssl::{SslAcceptor, SslMethod, SslVersion};
+use openssl::ssl::{
+    SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion,
+};
 use openssl::x509::X509;
 
 use crate::config::{TlsConfig, TlsVersion};
@@ -80,5 +82,14 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
         TlsVersion::Tls12 => SslVersion::TLS1_2,
     };
     b.set_min_proto_version(Some(min)).map_err(identity)?;
+    // libpq never resumes a session, so tickets and a session cache only cost
+    // CPU and memory per handshake (TLS 1.3 servers send two tickets by
+    // default). PostgreSQL turns both off too.
+    b.set_options(SslOptions::NO_TICKET);
+    b.set_num_tickets(0).map_err(identity)?;
+    b.set_session_cache_mode(SslSessionCacheMode::OFF);
+    // Idle clients are many: let OpenSSL free a connection's record buffers
+    // between reads and writes.
+    b.set_mode(SslMode::RELEASE_BUFFERS);
     Ok(Some(Arc::new(b.build())))
 }
