@@ -302,7 +302,7 @@ fn client_certificate_modes_are_refused_with_the_reason() {
             let text = format!("[tls]\ncert_file = \"c\"\nkey_file = \"k\"\n{key} = \"{mode}\"\n");
             assert_err(
                 &text,
-                &format!("tls.{key}: \"{mode}\": client certificates are not supported yet: native-tls cannot request them on the server side"),
+                &format!("tls.{key}: \"{mode}\": client certificates are not supported yet (pgharbor does not request or check them)"),
             );
         }
     }

@@ -24,7 +24,7 @@ const MAX_SOCKET_PATH: usize = 107;
 
 /// Why native-tls forbids front-end certificate checks (see DESIGN.md).
 const NO_CLIENT_CERTS: &str =
-    "client certificates are not supported yet: native-tls cannot request them on the server side";
+    "client certificates are not supported yet (pgharbor does not request or check them)";
 
 pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let base = path.parent().filter(|p| !p.as_os_str().is_empty());
