@@ -6,7 +6,10 @@
 //!   ports and socket directory.
 //! - [`clients`]: connection strings, tokio-postgres, psql and pgbench.
 //! - [`wire`]: a raw protocol client for malformed input and for reading what
-//!   real clients hide (BackendKeyData, ParameterStatus, exact errors).
+//!   real clients hide (BackendKeyData, ParameterStatus, exact errors); it
+//!   can also switch to TLS after SSLRequest.
+//! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
+//!   whether libpq used TLS, tokio-postgres over TLS.
 //!
 //! Environment knobs: `PGHARBOR_TEST_LOG` sets the pooler's RUST_LOG
 //! (default `info`); `PGHARBOR_KEEP_TEST_DIRS` keeps each pooler's temp dir
@@ -21,6 +24,7 @@ pub mod clients;
 pub mod pg;
 pub mod pooler;
 pub mod secrets;
+pub mod tls;
 pub mod util;
 pub mod wire;
 

@@ -63,6 +63,17 @@ impl DbEntry {
         self.pool_size = Some(n);
         self
     }
+
+    /// Appends `key=value ...` to the conninfo; a later key overrides an
+    /// earlier one, as in libpq (e.g. `sslmode=require` over the TCP
+    /// backend's default `sslmode=disable`).
+    pub fn conninfo_extra(mut self, extra: &str) -> DbEntry {
+        if !self.extra_conninfo.is_empty() {
+            self.extra_conninfo.push(' ');
+        }
+        self.extra_conninfo.push_str(extra);
+        self
+    }
 }
 
 /// Everything a test may choose about a pooler. `Default` is: SCRAM client
@@ -86,8 +97,14 @@ pub struct PoolerOpts {
     pub shutdown_timeout: String,
     /// Listen on 127.0.0.1.
     pub tcp: bool,
+    /// More TCP addresses to listen on besides 127.0.0.1 (when `tcp`), e.g.
+    /// a non-loopback address of this machine.
+    pub extra_addresses: Vec<String>,
     /// Listen on a Unix socket in the pooler's temp dir.
     pub unix: bool,
+    /// Lines placed inside the `[tls]` table (empty: no TLS keys, the
+    /// pooler's defaults).
+    pub tls_toml: String,
     /// Extra TOML appended to the config.
     pub extra_toml: String,
     /// Use this port instead of a fresh one (to collide on purpose).
@@ -115,7 +132,9 @@ impl Default for PoolerOpts {
             server_reset_query: Some("DISCARD ALL".into()),
             shutdown_timeout: "30s".into(),
             tcp: true,
+            extra_addresses: Vec::new(),
             unix: true,
+            tls_toml: String::new(),
             extra_toml: String::new(),
             port: None,
             socket_dir: None,
@@ -161,6 +180,11 @@ impl PoolerOpts {
     }
     pub fn reset_query(mut self, q: Option<&str>) -> Self {
         self.server_reset_query = q.map(str::to_string);
+        self
+    }
+    /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
+    pub fn tls(mut self, toml: &str) -> Self {
+        self.tls_toml = toml.into();
         self
     }
 }
@@ -273,7 +297,15 @@ impl Pooler {
         sock_dir: &Option<PathBuf>,
     ) -> String {
         let mut t = String::new();
-        let addresses = if opts.tcp { "[\"127.0.0.1\"]" } else { "[]" };
+        let addresses = if opts.tcp {
+            let all: Vec<String> = std::iter::once("127.0.0.1")
+                .chain(opts.extra_addresses.iter().map(String::as_str))
+                .map(toml_str)
+                .collect();
+            format!("[{}]", all.join(", "))
+        } else {
+            "[]".to_string()
+        };
         let sock = sock_dir
             .as_ref()
             .map(|p| p.display().to_string())
@@ -285,7 +317,7 @@ impl Pooler {
             toml_str(&sock),
             toml_str(&opts.client_login_timeout)
         );
-        let _ = writeln!(t, "[tls]\n");
+        let _ = writeln!(t, "[tls]\n{}", opts.tls_toml);
         let _ = writeln!(
             t,
             "[auth]\nmethod = {}\nauth_file = \"userlist.txt\"\n",
@@ -393,6 +425,20 @@ impl Pooler {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The config file this pooler was started with (edit it, then SIGHUP).
+    pub fn config_path(&self) -> &Path {
+        &self.config_path
+    }
+
+    /// Waits until the log has `needle` at least `count` times.
+    pub fn wait_for_log(&self, needle: &str, count: usize, timeout: Duration) -> bool {
+        super::util::wait_until(timeout, || {
+            std::fs::read_to_string(&self.log)
+                .map(|l| l.matches(needle).count() >= count)
+                .unwrap_or(false)
+        })
     }
 
     /// Directory holding the Unix socket (panics if the socket is off).

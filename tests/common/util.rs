@@ -143,6 +143,37 @@ rm -rf "$dir"
         .expect("spawn watchdog shell")
 }
 
+/// An IPv4 address of this machine outside 127.0.0.0/8 (from getifaddrs),
+/// for tests that need a TCP peer that is not loopback; None when the
+/// machine has none.
+pub fn non_loopback_ipv4() -> Option<std::net::Ipv4Addr> {
+    let mut found = None;
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills ifap with a list we free below; each entry's
+    // ifa_addr is NULL or points to a sockaddr of the family it names.
+    unsafe {
+        if libc::getifaddrs(&mut ifap) != 0 {
+            return None;
+        }
+        let mut cur = ifap;
+        while !cur.is_null() {
+            let addr = (*cur).ifa_addr;
+            if !addr.is_null() && i32::from((*addr).sa_family) == libc::AF_INET {
+                let sin = &*(addr as *const libc::sockaddr_in);
+                let ip = std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
+                if !ip.is_loopback() && !ip.is_unspecified() && !ip.is_link_local() {
+                    found = Some(ip);
+                    break;
+                }
+            }
+            cur = (*cur).ifa_next;
+        }
+        libc::freeifaddrs(ifap);
+    }
+    // Only if we can listen there.
+    found.filter(|ip| TcpListener::bind((*ip, 0)).is_ok())
+}
+
 /// Sends `sig` to `pid`; errors (already gone) are ignored.
 pub fn kill(pid: u32, sig: i32) {
     // SAFETY: plain syscall.

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use openssl::ssl::{HandshakeError, SslConnector, SslMethod, SslStream, SslVerifyMode};
 use postgres_protocol::authentication::md5_hash;
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 use postgres_protocol::message::frontend;
@@ -31,6 +32,14 @@ pub enum Endpoint {
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    /// TLS on top of one of the above, after SSLRequest and `S`.
+    Tls(Box<SslStream<Stream>>),
+    /// Only while the plain stream moves into a TLS session.
+    Detached,
+}
+
+fn detached() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "stream detached")
 }
 
 impl Stream {
@@ -38,26 +47,58 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.set_read_timeout(t),
             Stream::Unix(s) => s.set_read_timeout(t),
-        }
-    }
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Stream::Tcp(s) => s.read(buf),
-            Stream::Unix(s) => s.read(buf),
-        }
-    }
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.write_all(buf),
-            Stream::Unix(s) => s.write_all(buf),
+            Stream::Tls(s) => s.get_ref().set_read_timeout(t),
+            Stream::Detached => Err(detached()),
         }
     }
     fn shutdown_write(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
             Stream::Unix(s) => s.shutdown(Shutdown::Write),
+            Stream::Tls(s) => s.get_ref().shutdown_write(),
+            Stream::Detached => Err(detached()),
         }
     }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+            Stream::Tls(s) => s.read(buf),
+            Stream::Detached => Err(detached()),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+            Stream::Tls(s) => s.write(buf),
+            Stream::Detached => Err(detached()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.flush(),
+            Stream::Unix(s) => s.flush(),
+            Stream::Tls(s) => s.flush(),
+            Stream::Detached => Err(detached()),
+        }
+    }
+}
+
+/// How a raw client checks the server's certificate in [`RawConn::start_tls`].
+#[derive(Debug, Clone)]
+pub enum TlsVerify {
+    /// Accept any certificate (libpq's sslmode=require without a root cert).
+    None,
+    /// The chain must lead to this CA and the certificate must name `host`
+    /// (libpq's verify-full).
+    Full { ca: PathBuf, host: String },
 }
 
 /// One thing read from the server.
@@ -222,6 +263,82 @@ impl RawConn {
             split_writes: false,
             auth_codes: Vec::new(),
         })
+    }
+
+    /// Wraps a TCP connection the caller made (e.g. from a chosen source address).
+    pub fn from_tcp(s: TcpStream) -> RawConn {
+        let _ = s.set_nodelay(true);
+        RawConn {
+            stream: Stream::Tcp(s),
+            rbuf: Vec::new(),
+            split_writes: false,
+            auth_codes: Vec::new(),
+        }
+    }
+
+    /// Runs the client side of a TLS handshake on this connection (after
+    /// SSLRequest was answered `S`); from then on everything goes through
+    /// TLS. Fails when bytes arrived before the handshake (the server must
+    /// send nothing after `S`) or the handshake fails.
+    pub fn start_tls(&mut self, verify: &TlsVerify) -> Result<(), String> {
+        if !self.rbuf.is_empty() {
+            return Err(format!(
+                "{} byte(s) arrived before the TLS handshake: {:?}",
+                self.rbuf.len(),
+                self.rbuf
+            ));
+        }
+        let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(|e| e.to_string())?;
+        let host = match verify {
+            TlsVerify::None => {
+                b.set_verify(SslVerifyMode::NONE);
+                "localhost".to_string()
+            }
+            TlsVerify::Full { ca, host } => {
+                b.set_ca_file(ca)
+                    .map_err(|e| format!("CA file {}: {e}", ca.display()))?;
+                b.set_verify(SslVerifyMode::PEER);
+                host.clone()
+            }
+        };
+        let mut config = b.build().configure().map_err(|e| e.to_string())?;
+        config.set_verify_hostname(matches!(verify, TlsVerify::Full { .. }));
+        let plain = std::mem::replace(&mut self.stream, Stream::Detached);
+        let _ = plain.set_read_timeout(Some(Duration::from_secs(10)));
+        match config.connect(&host, plain) {
+            Ok(tls) => {
+                self.stream = Stream::Tls(Box::new(tls));
+                Ok(())
+            }
+            Err(HandshakeError::SetupFailure(e)) => Err(format!("TLS setup failed: {e}")),
+            Err(HandshakeError::Failure(mid)) => Err(format!(
+                "TLS handshake failed: {} (certificate check: {})",
+                mid.error(),
+                mid.ssl().verify_result()
+            )),
+            Err(HandshakeError::WouldBlock(_)) => Err("TLS handshake timed out".to_string()),
+        }
+    }
+
+    /// The negotiated TLS version ("TLSv1.3"), or None on a plain link.
+    pub fn tls_version(&self) -> Option<String> {
+        match &self.stream {
+            Stream::Tls(s) => Some(s.ssl().version_str().to_string()),
+            _ => None,
+        }
+    }
+
+    /// Reads the answer to SSLRequest/GSSENCRequest: `Byte(b'S')` or
+    /// `Byte(b'N')`, or, when the server answered with an ErrorResponse
+    /// instead of a single byte, that framed message (or Closed/Timeout).
+    pub fn read_request_answer(&mut self, timeout: Duration) -> Reply {
+        if let Some(r) = self.fill(1, Instant::now() + timeout) {
+            return r;
+        }
+        if self.rbuf[0] == b'E' {
+            return self.read_msg(timeout);
+        }
+        Reply::Byte(self.rbuf.remove(0))
     }
 
     /// Sends bytes, whole or one byte per write.
