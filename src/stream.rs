@@ -268,18 +268,27 @@ pub async fn fill<R: AsyncRead + Unpin>(r: &mut R, buf: &mut FrameBuf) -> Result
     Ok(n)
 }
 
+/// Reads until `frame` finds a whole frame in the buffer.
+async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut FrameBuf,
+    frame: impl Fn(&mut FrameBuf) -> Result<Option<Frame>, Violation>,
+) -> Result<Frame, ReadError> {
+    loop {
+        if let Some(f) = frame(buf)? {
+            return Ok(f);
+        }
+        fill(r, buf).await?;
+    }
+}
+
 /// Reads until one tagged message of at most `max_len` bytes is buffered.
 pub async fn read_tagged<R: AsyncRead + Unpin>(
     r: &mut R,
     buf: &mut FrameBuf,
     max_len: usize,
 ) -> Result<Frame, ReadError> {
-    loop {
-        if let Some(f) = buf.tagged_frame(max_len)? {
-            return Ok(f);
-        }
-        fill(r, buf).await?;
-    }
+    read_frame(r, buf, |b| b.tagged_frame(max_len)).await
 }
 
 /// Reads until one untagged startup packet is buffered.
@@ -288,10 +297,5 @@ pub async fn read_startup<R: AsyncRead + Unpin>(
     buf: &mut FrameBuf,
     max_len: usize,
 ) -> Result<Frame, ReadError> {
-    loop {
-        if let Some(f) = buf.startup_frame(max_len)? {
-            return Ok(f);
-        }
-        fill(r, buf).await?;
-    }
+    read_frame(r, buf, |b| b.startup_frame(max_len)).await
 }

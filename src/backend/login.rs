@@ -19,50 +19,54 @@ use crate::stream::{read_tagged, Stream};
 use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
 
-pub(super) async fn connect(
-    target: Arc<BackendTarget>,
-    tls: &BackendTls,
-    creds: &Credentials,
-    extra_params: &[(String, String)],
-    cache: &Arc<SaltedPasswordCache>,
-) -> Result<Backend, BackendError> {
-    let started = Instant::now();
-    let stream = target
-        .open()
-        .await
-        .map_err(|source| BackendError::Connect {
-            addr: target.describe(),
-            source,
-        })?;
-    let connected = Instant::now();
-    let cancel = CancelTarget {
-        target: target.clone(),
-        pid: 0,
-        secret: 0,
-    };
-    let mut be = Backend::new(stream, cancel);
-    be.timings.connect = connected - started;
-    negotiate_tls(&mut be.stream, &target, tls).await?;
-    let connected = Instant::now();
-    be.timings.tls = connected - started - be.timings.connect;
+impl Backend {
+    /// Opens and authenticates a backend; `extra_params` go into the startup packet.
+    pub async fn connect(
+        target: Arc<BackendTarget>,
+        tls: &BackendTls,
+        creds: &Credentials,
+        extra_params: &[(String, String)],
+        cache: &Arc<SaltedPasswordCache>,
+    ) -> Result<Backend, BackendError> {
+        let started = Instant::now();
+        let stream = target
+            .open()
+            .await
+            .map_err(|source| BackendError::Connect {
+                addr: target.describe(),
+                source,
+            })?;
+        let connected = Instant::now();
+        let cancel = CancelTarget {
+            target: target.clone(),
+            pid: 0,
+            secret: 0,
+        };
+        let mut be = Backend::new(stream, cancel);
+        be.timings.connect = connected - started;
+        negotiate_tls(&mut be.stream, &target, tls).await?;
+        let connected = Instant::now();
+        be.timings.tls = connected - started - be.timings.connect;
 
-    let mut out = BytesMut::with_capacity(256);
-    let mut params: Vec<(&str, &str)> = vec![("user", &target.user), ("database", &target.dbname)];
-    for (k, v) in extra_params {
-        if k != "user" && k != "database" {
-            params.push((k, v));
+        let mut out = BytesMut::with_capacity(256);
+        let mut params: Vec<(&str, &str)> =
+            vec![("user", &target.user), ("database", &target.dbname)];
+        for (k, v) in extra_params {
+            if k != "user" && k != "database" {
+                params.push((k, v));
+            }
         }
-    }
-    frontend::startup_message(params.iter().copied(), &mut out)
-        .map_err(|e| BackendError::Protocol(e.to_string()))?;
-    write(&mut be.stream, &out).await?;
+        frontend::startup_message(params.iter().copied(), &mut out)
+            .map_err(|e| BackendError::Protocol(e.to_string()))?;
+        write(&mut be.stream, &out).await?;
 
-    authenticate(&mut be, &target.user, creds, cache).await?;
-    let authed = Instant::now();
-    be.timings.auth = authed - connected;
-    read_until_ready(&mut be).await?;
-    be.timings.ready = authed.elapsed();
-    Ok(be)
+        authenticate(&mut be, &target.user, creds, cache).await?;
+        let authed = Instant::now();
+        be.timings.auth = authed - connected;
+        read_until_ready(&mut be).await?;
+        be.timings.ready = authed.elapsed();
+        Ok(be)
+    }
 }
 
 /// SSLRequest and handshake as libpq does them. Exactly one byte is read for

@@ -12,13 +12,12 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::auth::{SaltedPasswordCache, ScramKeys};
+use crate::auth::ScramKeys;
 use crate::config::BackendHost;
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stream::{ReadError, Stream};
-use crate::tls::BackendTls;
 
 pub use session::{read_replies, TxStatus};
 
@@ -211,17 +210,6 @@ pub struct Backend {
 }
 
 impl Backend {
-    /// Opens and authenticates a backend; `extra_params` go into the startup packet.
-    pub async fn connect(
-        target: Arc<BackendTarget>,
-        tls: &BackendTls,
-        creds: &Credentials,
-        extra_params: &[(String, String)],
-        cache: &Arc<SaltedPasswordCache>,
-    ) -> Result<Backend, BackendError> {
-        login::connect(target, tls, creds, extra_params, cache).await
-    }
-
     fn new(stream: Stream, cancel: CancelTarget) -> Backend {
         Backend {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
