@@ -115,10 +115,19 @@ impl Stream {
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
         let plain = std::mem::replace(self, Stream::Detached);
         let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
-        std::pin::Pin::new(tls.as_mut())
-            .connect()
-            .await
-            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, tls_error_text(&e)))?;
+        if let Err(e) = std::pin::Pin::new(tls.as_mut()).connect().await {
+            // OpenSSL's error stack only says "certificate verify failed"; the
+            // verify result says why (unknown CA, expired, wrong host name).
+            let verify = tls.ssl().verify_result();
+            let text = if verify == openssl::x509::X509VerifyResult::OK {
+                tls_error_text(&e)
+            } else if verify.as_raw() == openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH {
+                format!("server certificate does not match host name \"{host}\"")
+            } else {
+                format!("certificate verify failed: {}", verify.error_string())
+            };
+            return Err(io::Error::new(io::ErrorKind::ConnectionAborted, text));
+        }
         *self = Stream::Tls(tls);
         Ok(())
     }

@@ -99,19 +99,6 @@ fn backend_tls_follows_sslmode_on_tcp_and_socketsslmode_on_the_socket() {
             ),
             refused(&["server TLS", "certificate verify failed"]),
         ),
-        // No root certificate to verify against: refused, naming the
-        // database's conninfo and the missing keyword (a configuration
-        // error, XX000; see also `missing_sslrootcert_blames_the_conninfo_only`).
-        (
-            tcp("tcp_verify_full_no_rootcert", "sslmode=verify-full"),
-            Want::Refused(
-                "XX000",
-                vec![
-                    "databases.tcp_verify_full_no_rootcert.conninfo".into(),
-                    "needs sslrootcert".into(),
-                ],
-            ),
-        ),
         // socketsslmode does not apply to TCP backends.
         (
             tcp("tcp_socketsslmode", "sslmode=disable socketsslmode=require"),
@@ -153,9 +140,9 @@ fn backend_tls_follows_sslmode_on_tcp_and_socketsslmode_on_the_socket() {
                     "tcp_verify_full_wrong_host",
                     &format!("host={name} sslmode=verify-full sslrootcert={ca}"),
                 ),
-                // Refused; that the message names the reason is
-                // `verify_full_host_name_mismatch_says_so`.
-                refused(&["server TLS", "certificate verify failed"]),
+                // Refused, naming the host (see also
+                // `verify_full_host_name_mismatch_says_so`).
+                refused(&["server TLS", "does not match host name"]),
             ));
             cases.push((
                 tcp(
@@ -254,17 +241,17 @@ fn verify_full_host_name_mismatch_says_so() {
 /// and has nothing to do with it.
 #[test]
 fn missing_sslrootcert_blames_the_conninfo_only() {
+    // libpq would fall back to ~/.postgresql/root.crt; pgharbor refuses the
+    // config instead, at check and at start-up, naming the database entry.
     let pg = PgCluster::shared();
     let db = DbEntry::new("no_rootcert", Backend::Tcp).conninfo_extra("sslmode=verify-full");
-    let pooler = Pooler::start(pg, PoolerOpts::default().auth("trust").databases(vec![db]));
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let err = rt
-        .block_on(backend_ssl(&pooler, "no_rootcert"))
-        .expect_err("verify-full without a root certificate logged in");
-    let msg = err
-        .as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_else(|| format!("{err:?}"));
+    let config =
+        Pooler::sample_config(pg, &PoolerOpts::default().auth("trust").databases(vec![db]));
+    let (code, msg) = Pooler::run_check(&config);
+    assert_ne!(
+        code, 0,
+        "verify-full without sslrootcert accepted by check:\n{config}"
+    );
     assert!(
         msg.contains("databases.no_rootcert.conninfo")
             && msg.contains("sslrootcert")

@@ -295,6 +295,15 @@ fn database(
     conninfo.sslrootcert = conninfo
         .sslrootcert
         .map(|p| resolve(p.to_string_lossy().into_owned()));
+    // libpq falls back to ~/.postgresql/root.crt; a pooler should not depend
+    // on its service account's home directory, so the CA must be named.
+    let mode = conninfo.tls_mode();
+    if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && conninfo.sslrootcert.is_none() {
+        return Err(ConfigError::invalid(
+            &conninfo_key,
+            format!("sslmode={mode} needs sslrootcert (the CA that signed the server's certificate)"),
+        ));
+    }
     let pool_size = match raw.pool_size {
         None => None,
         Some(n) => Some(at_least_one(&format!("{key}.pool_size"), Some(n), 1)?),

@@ -38,6 +38,9 @@ pub enum TlsError {
     /// The certificate file holds no usable PEM certificate.
     #[error("tls.cert_file: {0}")]
     Cert(String),
+    /// A backend's `sslrootcert` cannot be used.
+    #[error("{0}")]
+    RootCert(String),
     /// Certificate and key do not form a usable identity.
     #[error("tls.cert_file/tls.key_file: {0}")]
     Identity(String),
@@ -73,9 +76,9 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     for cert in intermediates {
         b.add_extra_chain_cert(cert.clone()).map_err(identity)?;
     }
-    b.set_private_key(&key).map_err(identity)?;
-    b.check_private_key()
-        .map_err(|_| TlsError::Identity("the private key does not match the certificate".into()))?;
+    let mismatch = |_| TlsError::Identity("the private key does not match the certificate".into());
+    b.set_private_key(&key).map_err(mismatch)?;
+    b.check_private_key().map_err(mismatch)?;
     let min = match tls.min_protocol_version {
         TlsVersion::Tls10 => SslVersion::TLS1,
         TlsVersion::Tls11 => SslVersion::TLS1_1,

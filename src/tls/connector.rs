@@ -99,12 +99,12 @@ fn build(mode: SslMode, rootcert: Option<&Path>) -> Result<SslConnector, TlsErro
     match mode {
         SslMode::VerifyCa | SslMode::VerifyFull => {
             let Some(root) = rootcert else {
-                return Err(TlsError::Cert(format!(
+                return Err(TlsError::RootCert(format!(
                     "sslmode={mode} needs sslrootcert in the database conninfo"
                 )));
             };
             b.set_ca_file(root)
-                .map_err(|e| TlsError::Cert(format!("sslrootcert {}: {e}", root.display())))?;
+                .map_err(|e| TlsError::RootCert(format!("sslrootcert {}: {e}", root.display())))?;
             b.set_verify(SslVerifyMode::PEER);
         }
         // libpq's require checks nothing (unless a root certificate is given,
@@ -112,7 +112,7 @@ fn build(mode: SslMode, rootcert: Option<&Path>) -> Result<SslConnector, TlsErro
         _ => match rootcert {
             Some(root) => {
                 b.set_ca_file(root)
-                    .map_err(|e| TlsError::Cert(format!("sslrootcert {}: {e}", root.display())))?;
+                    .map_err(|e| TlsError::RootCert(format!("sslrootcert {}: {e}", root.display())))?;
                 b.set_verify(SslVerifyMode::PEER);
             }
             None => b.set_verify(SslVerifyMode::NONE),
