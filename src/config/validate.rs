@@ -301,7 +301,9 @@ fn database(
     if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && conninfo.sslrootcert.is_none() {
         return Err(ConfigError::invalid(
             &conninfo_key,
-            format!("sslmode={mode} needs sslrootcert (the CA that signed the server's certificate)"),
+            format!(
+                "sslmode={mode} needs sslrootcert (the CA that signed the server's certificate)"
+            ),
         ));
     }
     let pool_size = match raw.pool_size {

@@ -12,9 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use openssl::pkey::{PKey, Private};
-use openssl::ssl::{
-    SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion,
-};
+use openssl::ssl::{SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion};
 use openssl::x509::X509;
 
 use crate::config::{TlsConfig, TlsVersion};

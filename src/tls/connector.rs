@@ -111,8 +111,9 @@ fn build(mode: SslMode, rootcert: Option<&Path>) -> Result<SslConnector, TlsErro
         // which then behaves like verify-ca).
         _ => match rootcert {
             Some(root) => {
-                b.set_ca_file(root)
-                    .map_err(|e| TlsError::RootCert(format!("sslrootcert {}: {e}", root.display())))?;
+                b.set_ca_file(root).map_err(|e| {
+                    TlsError::RootCert(format!("sslrootcert {}: {e}", root.display()))
+                })?;
                 b.set_verify(SslVerifyMode::PEER);
             }
             None => b.set_verify(SslVerifyMode::NONE),
