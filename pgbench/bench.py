@@ -12,9 +12,10 @@
 
   bench.py summarize RAW_CSV
       Print the Markdown summary of the per-run CSV written by pgbench/run:
-      median tps per (workload, transport, target), ratios of pgharbor to
-      direct PostgreSQL and to PgBouncer, pooler CPU per transaction, and the
-      machine-load notes.
+      median tps (MB/s for bulk) per (workload, transport, target), ratios of
+      pgharbor to direct PostgreSQL and to PgBouncer, TLS / plain ratios,
+      pooler CPU per login, per transaction and per GB, issue 3's targets
+      checked, and the machine-load notes.
 """
 
 import base64
@@ -29,10 +30,15 @@ from collections import defaultdict
 
 # Display names and orders; unknown values are shown as they are, after these.
 TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor session",
-           "pgbouncer": "PgBouncer session"}
-TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain", "tls": "TCP + TLS"}
-WORKLOADS = {"connect": "Connect per transaction", "persistent": "Persistent"}
-POOLERS = ("pgharbor", "pgbouncer")
+           "pgbouncer": "PgBouncer session", "pgharbor-notls": "pgharbor session, no [tls]"}
+SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer",
+         "pgharbor-notls": "pgharbor (no [tls])"}
+TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain",
+              "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
+WORKLOADS = {"connect": "Connect per transaction", "persistent": "Persistent",
+             "bulk": "Bulk COPY out"}
+POOLERS = ("pgharbor", "pgbouncer", "pgharbor-notls")
+TLS_PREFIX = "tcp-tls-"
 
 
 def scram_secret(password: str, iterations: int) -> str:
@@ -97,18 +103,13 @@ def spread(xs):
     return 100.0 * (max(xs) - min(xs)) / m if m else None
 
 
-def fmt_paired(cells, workload, transport, other):
-    """Median (min-max) over rounds of pgharbor's tps / other's tps in the same round."""
-    by_round = lambda g: {r["round"]: num(r["tps"])  # noqa: E731
-                          for r in cells.get((workload, transport, g), []) if r["status"] == "ok"}
-    a, b = by_round("pgharbor"), by_round(other)
-    ratios = sorted(a[k] / b[k] for k in a.keys() & b.keys() if a[k] and b[k])
-    if not ratios:
-        return "–"
-    text = f"{statistics.median(ratios):.2f}x"
-    if len(ratios) > 1:
-        text += f" ({ratios[0]:.2f}–{ratios[-1]:.2f})"
-    return text
+def unit(workload):
+    return "MB/s" if workload == "bulk" else "tps"
+
+
+def value(r):
+    """The run's throughput: MB/s for bulk runs, tps otherwise."""
+    return num(r.get("mb_per_s")) if r["workload"] == "bulk" else num(r["tps"])
 
 
 def summarize(path: str) -> None:
@@ -122,24 +123,54 @@ def summarize(path: str) -> None:
         cells[(r["workload"], r["transport"], r["target"])].append(r)
     workloads = ordered([r["workload"] for r in rows], WORKLOADS)
     transports = ordered([r["transport"] for r in rows], TRANSPORTS)
+    tls_transports = [t for t in transports if t.startswith(TLS_PREFIX)]
     targets = ordered([r["target"] for r in rows], TARGETS)
     rounds = len({r["round"] for r in rows})
     out = []
 
-    def tps_median(w, t, g):
-        return median([num(r["tps"]) for r in cells.get((w, t, g), []) if r["status"] == "ok"])
+    def ok_rows(w, t, g):
+        return [r for r in cells.get((w, t, g), []) if r["status"] == "ok"]
 
+    def med(w, t, g, field=None):
+        return median([num(r[field]) if field else value(r) for r in ok_rows(w, t, g)])
+
+    def by_round(w, t, g):
+        return {r["round"]: value(r) for r in ok_rows(w, t, g)}
+
+    def paired(w, a, b):
+        """Per-round ratios of cell a = (transport, target) to cell b, sorted."""
+        x, y = by_round(w, *a), by_round(w, *b)
+        return sorted(x[k] / y[k] for k in x.keys() & y.keys() if x[k] and y[k])
+
+    def fmt_pair(ratios):
+        if not ratios:
+            return "–"
+        text = f"{statistics.median(ratios):.2f}x"
+        if len(ratios) > 1:
+            text += f" ({ratios[0]:.2f}–{ratios[-1]:.2f})"
+        return text
+
+    def has(w, t, g):
+        return bool(cells.get((w, t, g)))
+
+    # -- throughput per workload, with pgharbor's ratios
     for w in workloads:
         example = next(r for r in rows if r["workload"] == w)
-        out.append(f"### {WORKLOADS.get(w, w)} (`{example['command']}`), tps, "
+        cols = [t for t in transports if any(has(w, t, g) for g in targets)]
+        out.append(f"### {WORKLOADS.get(w, w)} (`{example['command']}`), {unit(w)}, "
                    f"median of {rounds} round(s)\n")
-        out.append("| target | " + " | ".join(TRANSPORTS.get(t, t) for t in transports) + " |")
-        out.append("| --- |" + " ---: |" * len(transports))
+        out.append("| target | " + " | ".join(TRANSPORTS.get(t, t) for t in cols) + " |")
+        out.append("| --- |" + " ---: |" * len(cols))
         for g in targets:
+            if not any(has(w, t, g) for t in cols):
+                continue
             line = []
-            for t in transports:
+            for t in cols:
                 runs = cells.get((w, t, g), [])
-                ok = [num(r["tps"]) for r in runs if r["status"] == "ok"]
+                if not runs:
+                    line.append("")
+                    continue
+                ok = [value(r) for r in runs if r["status"] == "ok"]
                 m, s = median(ok), spread(ok)
                 text = fmt_tps(m)
                 if s is not None:
@@ -149,44 +180,121 @@ def summarize(path: str) -> None:
                     text += f" [{bad} failed]"
                 line.append(text)
             out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(line) + " |")
-        if "pgharbor" in targets:
-            for other in ("direct", "pgbouncer"):
-                if other not in targets:
-                    continue
-                ratios = [fmt_ratio(tps_median(w, t, "pgharbor"), tps_median(w, t, other))
-                          for t in transports]
-                out.append(f"| pgharbor / {TARGETS[other].split()[0]} | "
-                           + " | ".join(ratios) + " |")
-                paired = [fmt_paired(cells, w, t, other) for t in transports]
-                out.append(f"| pgharbor / {TARGETS[other].split()[0]}, paired per round | "
-                           + " | ".join(paired) + " |")
+        pairs = [("pgharbor", "direct"), ("pgharbor", "pgbouncer"), ("pgbouncer", "direct")]
+        for a, b in pairs:
+            if a not in targets or b not in targets:
+                continue
+            ratios = [fmt_ratio(med(w, t, a), med(w, t, b)) for t in cols]
+            out.append(f"| {SHORT[a]} / {SHORT[b]} | " + " | ".join(ratios) + " |")
+            if a == "pgharbor":
+                out.append(f"| {SHORT[a]} / {SHORT[b]}, paired per round | "
+                           + " | ".join(fmt_pair(paired(w, (t, a), (t, b))) for t in cols) + " |")
         out.append("")
     out.append("(±x% = half the range of the runs, relative to the median. Ratios: of the medians;"
                " \"paired per round\": median, and range, of the ratios of runs made back to back"
                " in the same round, which cancels slow drift in the machine's load.)\n")
 
-    poolers = [g for g in POOLERS if g in targets]
-    if poolers:
-        out.append("### Pooler CPU per transaction, µs (median; utime+stime from /proc/PID/stat)\n")
-        cols = [(w, t) for w in workloads for t in transports]
-        out.append("| pooler | " + " | ".join(f"{w} / {TRANSPORTS.get(t, t)}" for w, t in cols) + " |")
+    # -- what TLS costs each target: TLS cell / TCP plain cell, same target, same round
+    if tls_transports and "tcp" in transports:
+        cols = [(w, t) for w in workloads for t in tls_transports]
+        out.append("### TLS / plain: TCP + TLS over TCP plain, per target "
+                   "(paired per round: median (range))\n")
+        out.append("| target | " + " | ".join(
+            f"{w} {unit(w)}, {t[len(TLS_PREFIX):].upper()}" for w, t in cols) + " |")
         out.append("| --- |" + " ---: |" * len(cols))
+        for g in targets:
+            if not any(has(w, t, g) for w, t in cols):
+                continue
+            out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(
+                fmt_pair(paired(w, (t, g), ("tcp", g))) for w, t in cols) + " |")
+        out.append("")
+
+    # -- pooler CPU
+    poolers = [g for g in POOLERS if g in targets]
+    cpu_tables = [("connect", "pooler_us_per_tx", "Pooler CPU per login (connect per transaction), µs"),
+                  ("persistent", "pooler_us_per_tx", "Pooler CPU per transaction (persistent), µs"),
+                  ("bulk", "pooler_s_per_gb", "Pooler CPU per GB of COPY text (bulk), CPU seconds")]
+    for w, field, title in cpu_tables:
+        if w not in workloads or not poolers:
+            continue
+        cols = [t for t in transports if any(has(w, t, g) for g in poolers)]
+        out.append(f"### {title} (median; utime+stime from /proc/PID/stat)\n")
+        out.append("| pooler | " + " | ".join(TRANSPORTS.get(t, t) for t in cols) + " |")
+        out.append("| --- |" + " ---: |" * len(cols))
+        fmt = (lambda m: f"{m:.2f}") if w == "bulk" else (lambda m: f"{m:.1f}")  # noqa: E731
         for g in poolers:
+            if not any(has(w, t, g) for t in cols):
+                continue
             vals = []
-            for w, t in cols:
-                m = median([num(r["pooler_us_per_tx"]) for r in cells.get((w, t, g), [])
-                            if r["status"] == "ok"])
-                vals.append("–" if m is None else f"{m:.1f}")
+            for t in cols:
+                m = med(w, t, g, field)
+                vals.append("" if not has(w, t, g) else "–" if m is None else fmt(m))
             out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(vals) + " |")
-        if len(poolers) == 2:
-            vals = []
-            for w, t in cols:
-                a = median([num(r["pooler_us_per_tx"]) for r in cells.get((w, t, "pgharbor"), [])
-                             if r["status"] == "ok"])
-                b = median([num(r["pooler_us_per_tx"]) for r in cells.get((w, t, "pgbouncer"), [])
-                             if r["status"] == "ok"])
-                vals.append(fmt_ratio(a, b))
-            out.append("| pgharbor / PgBouncer | " + " | ".join(vals) + " |")
+        if "pgharbor" in poolers and "pgbouncer" in poolers:
+            out.append("| pgharbor / PgBouncer | " + " | ".join(
+                fmt_ratio(med(w, t, "pgharbor", field), med(w, t, "pgbouncer", field))
+                for t in cols) + " |")
+        out.append("")
+
+    # -- issue 3's targets
+    checks = []
+
+    def verdict(ratio, bar):
+        if ratio is None:
+            return "not measured"
+        return "MET" if ratio >= bar else "NOT MET"
+
+    def ratio_of(w, t, a, b):
+        x, y = med(w, t, a), med(w, t, b)
+        return x / y if x is not None and y else None
+
+    for t in tls_transports:
+        cert = t[len(TLS_PREFIX):].upper()
+        if "connect" in workloads and "pgbouncer" in targets:
+            r = ratio_of("connect", t, "pgharbor", "pgbouncer")
+            cpu_a = med("connect", t, "pgharbor", "pooler_us_per_tx")
+            cpu_b = med("connect", t, "pgbouncer", "pooler_us_per_tx")
+            cpu = (f"; pooler CPU per TLS login {cpu_a:.0f} µs vs {cpu_b:.0f} µs"
+                   if cpu_a is not None and cpu_b is not None else "")
+            checks.append(
+                f"- TLS connect per transaction, {cert} certificate on both poolers: pgharbor / PgBouncer "
+                f"= {fmt_ratio(med('connect', t, 'pgharbor'), med('connect', t, 'pgbouncer'))} "
+                f"(paired {fmt_pair(paired('connect', (t, 'pgharbor'), (t, 'pgbouncer')))}); "
+                f"target ≥ 1.3x: **{verdict(r, 1.3)}**{cpu}")
+        if "bulk" in workloads and "direct" in targets:
+            r = ratio_of("bulk", t, "pgharbor", "direct")
+            bouncer = ""
+            if "pgbouncer" in targets:
+                bouncer = (f"; PgBouncer / PostgreSQL = "
+                           f"{fmt_ratio(med('bulk', t, 'pgbouncer'), med('bulk', t, 'direct'))}")
+            checks.append(
+                f"- TLS bulk, {cert} certificate: pgharbor / PostgreSQL direct = "
+                f"{fmt_ratio(med('bulk', t, 'pgharbor'), med('bulk', t, 'direct'))} "
+                f"(paired {fmt_pair(paired('bulk', (t, 'pgharbor'), (t, 'direct')))}); "
+                f"target ≥ 0.95x: **{verdict(r, 0.95)}**{bouncer}")
+    if has("connect", "tcp-tls-ecdsa", "pgharbor") and has("connect", "tcp-tls-rsa", "pgbouncer"):
+        checks.append(
+            "- (for reference) TLS connect, pgharbor with the ECDSA certificate / PgBouncer with the "
+            "RSA-2048 one: " + fmt_ratio(med("connect", "tcp-tls-ecdsa", "pgharbor"),
+                                         med("connect", "tcp-tls-rsa", "pgbouncer")))
+    if "pgharbor-notls" in targets:
+        for w in workloads:
+            if not has(w, "unix", "pgharbor-notls"):
+                continue
+            r = ratio_of(w, "unix", "pgharbor", "pgharbor-notls")
+            line = (f"- Unix socket, {w}: pgharbor with [tls] (socketsslmode=disable) / pgharbor without "
+                    f"[tls] = {fmt_ratio(med(w, 'unix', 'pgharbor'), med(w, 'unix', 'pgharbor-notls'))} "
+                    f"(paired {fmt_pair(paired(w, ('unix', 'pgharbor'), ('unix', 'pgharbor-notls')))})")
+            if w == "connect":
+                line += (f"; \"pays nothing for TLS\", read as ≥ 0.95x (this machine's run-to-run "
+                         f"noise): **{verdict(r, 0.95)}**")
+            checks.append(line)
+    elif "unix" in transports and "pgharbor" in targets:
+        checks.append("- Unix socket: pgharbor ran with [tls] configured (socketsslmode=disable) in every "
+                      "Unix-socket cell; no run without [tls] to compare with (--skip-notls).")
+    if checks:
+        out.append("### Issue 3's targets\n")
+        out.extend(checks)
         out.append("")
 
     # Machine load: the machine is shared, so say how busy it was.
@@ -196,13 +304,16 @@ def summarize(path: str) -> None:
     failed = [r for r in rows if r["status"] != "ok"]
     out.append("### Runs and machine load\n")
     out.append(f"- {len(rows)} runs, {len(failed)} not ok, "
-               f"{sum(int(num(r['failed_tx']) or 0) for r in rows)} failed transactions in all.")
+               f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] != 'bulk')} "
+               f"failed pgbench transactions, "
+               f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] == 'bulk')} "
+               f"incomplete COPYs in all.")
     out.append(f"- 1-minute load before each run: median {median(loads):.2f}, max {max(loads):.2f} "
                "(it includes this benchmark's own previous run, so it is high after every "
                "persistent run).")
     if others:
         out.append(f"- CPU used by other processes during the runs (machine busy time minus "
-                   f"PostgreSQL, poolers and pgbench), in CPUs of {rows[0].get('ncpu', '?')}: "
+                   f"PostgreSQL, poolers and pgbench/psql), in CPUs of {rows[0].get('ncpu', '?')}: "
                    f"median {median(others):.2f}, max {max(others):.2f}.")
     if len(flagged) > 6:
         reasons = defaultdict(int)
@@ -216,7 +327,7 @@ def summarize(path: str) -> None:
         out.append(f"- {len(flagged)} run(s) flagged:")
         for r in flagged:
             out.append(f"  - round {r['round']} {r['workload']}/{r['transport']}/{r['target']}: "
-                       f"{r['flags']} (tps {r['tps']}, load1 {r['load1_before']}, "
+                       f"{r['flags']} ({unit(r['workload'])} {value(r)}, load1 {r['load1_before']}, "
                        f"other CPUs {r['other_cpus']})")
     for r in failed:
         out.append(f"- NOT OK: round {r['round']} {r['workload']}/{r['transport']}/{r['target']}: "
