@@ -15,5 +15,6 @@ pub mod listener;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;
+pub mod stats;
 pub mod stream;
 pub mod tls;

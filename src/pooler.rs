@@ -16,6 +16,7 @@ use crate::config::BackendHost;
 use crate::config::Config;
 use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
 use crate::protocol::PgError;
+use crate::stats::Stats;
 use crate::tls::{build_acceptor, Acceptor, BackendTls, TlsError};
 
 /// Why the pooler could not start or reload.
@@ -38,6 +39,8 @@ pub struct Pooler {
     pub pools: PoolRegistry,
     /// Client cancel keys.
     pub cancels: Arc<CancelRegistry>,
+    /// The overhead report's counters.
+    pub stats: Arc<Stats>,
     /// One permit per allowed client (`max_client_conn`).
     pub client_slots: Arc<Semaphore>,
     mock_seed: [u8; 32],
@@ -75,6 +78,7 @@ impl Pooler {
             auth_file: RwLock::new(auth_file),
             pools: PoolRegistry::default(),
             cancels: Arc::new(CancelRegistry::default()),
+            stats: Arc::new(Stats::new()),
             mock_seed: new_mock_seed(),
             scram_cache: Arc::new(SaltedPasswordCache::new(1024)),
             stop_accepting: CancellationToken::new(),
@@ -190,6 +194,7 @@ impl Pooler {
                         connect_timeout,
                         reset_query: config.pool.server_reset_query.clone(),
                         tls,
+                        stats: self.stats.clone(),
                         startup_params: ["application_name", "options", "client_encoding"]
                             .iter()
                             .filter_map(|k| {

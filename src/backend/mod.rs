@@ -17,7 +17,9 @@ use crate::config::BackendHost;
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
+use crate::stats::{BackendConnect, Class};
 use crate::stream::{ReadError, Stream};
+use crate::tls::Transport;
 
 pub use session::{read_replies, TxStatus};
 
@@ -55,6 +57,19 @@ impl BackendTarget {
         match &self.host {
             BackendHost::Unix(d) => d.join(format!(".s.PGSQL.{}", self.port)),
             BackendHost::Tcp(_) => PathBuf::new(),
+        }
+    }
+
+    /// The transport class this target is expected to use (refined by the
+    /// real peer address once connected).
+    pub fn transport(&self) -> Transport {
+        match &self.host {
+            BackendHost::Unix(_) => Transport::Unix,
+            BackendHost::Tcp(h) => match h.parse::<std::net::IpAddr>() {
+                Ok(ip) => Transport::for_tcp_peer(&std::net::SocketAddr::new(ip, self.port)),
+                Err(_) if h == "localhost" => Transport::LoopbackTcp,
+                Err(_) => Transport::RemoteTcp,
+            },
         }
     }
 
@@ -187,6 +202,8 @@ static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 pub struct Backend {
     /// Pooler-wide id for logs and SHOW SERVERS.
     pub id: u64,
+    /// How the backend is reached (socket, loopback or remote TCP).
+    pub transport: Transport,
     /// The socket.
     pub stream: Stream,
     /// Server-to-client buffer; belongs to the backend so it is reused across clients.
@@ -211,8 +228,15 @@ pub struct Backend {
 
 impl Backend {
     fn new(stream: Stream, cancel: CancelTarget) -> Backend {
+        let transport = match &stream {
+            Stream::Tcp(s) => s
+                .peer_addr()
+                .map_or(cancel.target.transport(), |a| Transport::for_tcp_peer(&a)),
+            _ => cancel.target.transport(),
+        };
         Backend {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+            transport,
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
             scanner: Scanner::new(),
@@ -223,6 +247,26 @@ impl Backend {
             timings: BackendTimings::default(),
             clients_served: 0,
             pending_replies: 0,
+        }
+    }
+
+    /// The overhead-report class of this backend.
+    pub fn class(&self) -> Class {
+        Class::backend(self.transport, self.stream.is_tls())
+    }
+
+    /// Establishment phases for the overhead report.
+    pub fn connect_phases(&self) -> BackendConnect {
+        let t = &self.timings;
+        let us = |d: Duration| d.as_micros() as u64;
+        BackendConnect {
+            phases_us: [
+                us(t.connect),
+                us(t.tls),
+                us(t.auth),
+                us(t.ready),
+                us(t.connect + t.tls + t.auth + t.ready),
+            ],
         }
     }
 

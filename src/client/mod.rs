@@ -17,7 +17,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tracing::Instrument;
 
 pub use error::ClientError;
-pub use relay::{RelayEnd, Transferred};
+pub use relay::{Meter, RelayEnd};
 
 use crate::backend::send_cancel;
 use crate::pool::Lease;
@@ -25,6 +25,7 @@ use crate::pooler::Pooler;
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::scan::Scanner;
 use crate::protocol::{server, FrameBuf, PgError, MAX_STARTUP_PACKET};
+use crate::stats::{Class, ClientLogin};
 use crate::stream::Stream;
 use crate::tls::Transport;
 use authenticate::Proof;
@@ -54,16 +55,35 @@ pub enum ClientState {
 /// Establishment timings of one client connection.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LoginTimings {
-    /// Accept to the first startup packet.
+    /// Accept to the first whole startup packet.
     pub first_packet: Duration,
-    /// SSL/GSS negotiation up to the StartupMessage.
-    pub negotiation: Duration,
+    /// The TLS handshake (zero without TLS).
+    pub tls_handshake: Duration,
     /// The authentication exchange.
     pub auth: Duration,
     /// Waiting for (or opening) a backend.
     pub backend_wait: Duration,
+    /// From getting a backend to sending the first ReadyForQuery (parameters).
+    pub first_ready: Duration,
     /// Accept to the first ReadyForQuery.
     pub total: Duration,
+}
+
+impl LoginTimings {
+    /// The phases in the overhead report's order.
+    pub fn report(&self) -> ClientLogin {
+        let us = |d: Duration| d.as_micros() as u64;
+        ClientLogin {
+            phases_us: [
+                us(self.first_packet),
+                us(self.tls_handshake),
+                us(self.auth),
+                us(self.backend_wait),
+                us(self.first_ready),
+                us(self.total),
+            ],
+        }
+    }
 }
 
 /// Facts about one accepted connection, known before any byte is read.
@@ -132,12 +152,26 @@ async fn run(
         handshake(stream, buf, ctx, pooler, &mut timings),
     );
     let login = match handshake.await {
-        Err(_) => return Err(ClientError::LoginTimeout),
-        Ok(Err(e)) => return Err(e),
+        Err(_) => Err(ClientError::LoginTimeout),
         Ok(Ok(None)) => return Ok(()),
-        Ok(Ok(Some(l))) => l,
+        Ok(Ok(Some(l))) => Ok(l),
+        Ok(Err(e)) => Err(e),
     };
-    let session = attach(stream, ctx, pooler, login, &mut timings).await?;
+    let session = match login {
+        Ok(login) => attach(stream, ctx, pooler, login, &mut timings).await,
+        Err(e) => Err(e),
+    };
+    let session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            // A refused login counts; a client that vanished or a probe does not.
+            if e.to_pg_error().is_some() {
+                let class = Class::client(ctx.transport, stream.is_tls());
+                pooler.stats.client_failed(class);
+            }
+            return Err(e);
+        }
+    };
     session.relay(stream, buf, pooler).await
 }
 
@@ -157,6 +191,7 @@ struct Session {
     _permit: OwnedSemaphorePermit,
     user: String,
     database: String,
+    transport: Transport,
 }
 
 /// Negotiation and authentication; `None` for a served cancel request.
@@ -169,7 +204,14 @@ async fn handshake(
 ) -> Result<Option<Login>, ClientError> {
     let policy = pooler.config().tls.mode_for(ctx.transport);
     let acceptor = pooler.tls_acceptor();
-    let opening = negotiate::negotiate(stream, buf, ctx.transport, policy, acceptor.as_ref());
+    let opening = negotiate::negotiate(
+        stream,
+        buf,
+        (ctx.transport, ctx.accepted_at),
+        policy,
+        acceptor.as_ref(),
+        timings,
+    );
     let startup = match opening.await? {
         Opening::Cancel { pid, secret } => {
             forward_cancel(pooler, pid, secret).await;
@@ -177,7 +219,6 @@ async fn handshake(
         }
         Opening::Startup(s) => s,
     };
-    timings.negotiation = ctx.accepted_at.elapsed();
     // A slot is taken after the startup packet (so the client can read the
     // error, and probes or cancel requests never count) and before any
     // authentication work, as PostgreSQL does.
@@ -252,6 +293,11 @@ async fn attach(
     server::ready_for_query(&mut out, lease.backend().tx.as_byte());
     stream.write_all(&out).await?;
     timings.total = ctx.accepted_at.elapsed();
+    pooler.stats.client_login(
+        Class::client(ctx.transport, stream.is_tls()),
+        &timings.report(),
+        lease.backend().clients_served > 1,
+    );
     tracing::info!(
         user = %user,
         database = %database,
@@ -267,6 +313,7 @@ async fn attach(
         _permit: permit,
         user,
         database,
+        transport: ctx.transport,
     })
 }
 
@@ -287,8 +334,10 @@ async fn acquire(
     }
     let wait_started = Instant::now();
     let mut lease = pool.acquire().await?;
-    timings.backend_wait = wait_started.elapsed();
+    let acquired = Instant::now();
+    timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), startup).await?;
+    timings.first_ready = acquired.elapsed();
     Ok(lease)
 }
 
@@ -342,21 +391,25 @@ impl Session {
     ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
         let shutdown = pooler.terminate_token();
-        let (end, idle, sent) = {
+        let client_class = Class::client(self.transport, stream.is_tls());
+        let mut meter = Meter::new(&pooler.stats, client_class, self.lease.backend().class());
+        let (end, idle) = {
             let (mut cr, mut cw) = stream.split();
-            let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, self.lease.backend());
+            let backend = self.lease.backend();
+            let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, backend, &mut meter);
             tokio::select! {
                 r = relay => r,
-                _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false, Transferred::default()),
+                _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false),
             }
         };
+        meter.flush(None);
         self.cancel_key.slot.set(None);
         let shutting_down = shutdown.is_cancelled();
         tracing::info!(
             user = %self.user,
             database = %self.database,
-            to_server = sent.to_server,
-            to_client = sent.to_client,
+            to_server = meter.total.bytes_in,
+            to_client = meter.total.bytes_out,
             end = ?end,
             "client session ended"
         );

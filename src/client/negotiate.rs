@@ -6,11 +6,13 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
+use super::LoginTimings;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
 use crate::tls::{Acceptor, SslMode, Transport};
+use std::time::Instant;
 
 /// What the first packets asked for.
 pub enum Opening {
@@ -30,9 +32,10 @@ pub enum Opening {
 pub async fn negotiate(
     stream: &mut Stream,
     buf: &mut FrameBuf,
-    transport: Transport,
+    (transport, accepted_at): (Transport, Instant),
     policy: SslMode,
     acceptor: Option<&Acceptor>,
+    timings: &mut LoginTimings,
 ) -> Result<Opening, ClientError> {
     let mut ssl_done = false;
     let mut gss_done = false;
@@ -43,6 +46,9 @@ pub async fn negotiate(
             Err(ReadError::Violation(v)) => return Err(ClientError::SilentClose(v)),
             Err(e) => return Err(e.into()),
         };
+        if timings.first_packet.is_zero() {
+            timings.first_packet = accepted_at.elapsed();
+        }
         let request = parse_startup(buf.body(&frame));
         buf.consume(frame.total);
         match request? {
@@ -52,11 +58,13 @@ pub async fn negotiate(
                 match acceptor.filter(|_| policy != SslMode::Disable) {
                     Some(acceptor) => {
                         stream.write_all(b"S").await?;
+                        let started = Instant::now();
                         // A failed handshake has no channel left to report on.
                         stream
                             .accept_tls(acceptor)
                             .await
                             .map_err(|_| ClientError::Gone)?;
+                        timings.tls_handshake = started.elapsed();
                     }
                     None => stream.write_all(b"N").await?,
                 }

@@ -9,6 +9,7 @@
 //! deadlocking against the pooler.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
@@ -16,6 +17,7 @@ use crate::backend::{read_replies, Backend, ParamSet, TxStatus, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::{FrameBuf, Violation};
+use crate::stats::{Class, SessionTransfer, Stats, FLUSH_INTERVAL};
 use crate::stream::{fill, ReadError, ReadHalf, WriteHalf};
 
 /// Frontend message types valid after login.
@@ -36,8 +38,9 @@ pub enum RelayEnd {
     BackendFatal,
 }
 
-/// Counters the two directions share to tell whether the backend is idle.
-#[derive(Default)]
+/// Counters the two directions share (uncontended atomics: both directions
+/// run in one task) to tell whether the backend is idle and when an exchange
+/// started.
 struct Progress {
     /// Query, Sync and FunctionCall messages forwarded (each earns a ReadyForQuery).
     requests: AtomicU64,
@@ -45,26 +48,105 @@ struct Progress {
     ready: AtomicU64,
     /// Extended-protocol messages forwarded since the last Sync.
     unsynced: AtomicU64,
+    /// Bytes client → server not yet handed to the meter.
+    bytes_in: AtomicU64,
+    /// When the exchange in flight began, in ns after `epoch` plus one (0: none).
+    exchange_start: AtomicU64,
+    epoch: Instant,
 }
 
-/// Bytes moved in each direction, for the overhead report.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Transferred {
-    /// Client to server.
-    pub to_server: u64,
-    /// Server to client.
-    pub to_client: u64,
+impl Progress {
+    fn new() -> Self {
+        Progress {
+            requests: AtomicU64::new(0),
+            ready: AtomicU64::new(0),
+            unsynced: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            exchange_start: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    fn mark_start(&self) {
+        if self.exchange_start.load(Ordering::Relaxed) == 0 {
+            let ns = self.epoch.elapsed().as_nanos() as u64 + 1;
+            self.exchange_start.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the exchange in flight; its duration, if one had started.
+    fn take_exchange(&self) -> Option<Duration> {
+        match self.exchange_start.swap(0, Ordering::Relaxed) {
+            0 => None,
+            start => Some(
+                self.epoch
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(start - 1)),
+            ),
+        }
+    }
 }
 
-/// Relays until one side ends. Returns how it ended, whether the backend is
-/// at a clean message boundary with nothing outstanding, and the byte counts.
+/// A session's transfer accounting, handed to the collector when the session
+/// ends and at most once per [`FLUSH_INTERVAL`] while it runs.
+pub struct Meter<'a> {
+    stats: &'a Stats,
+    classes: [Class; 2],
+    pending: SessionTransfer,
+    /// Bytes of the response in flight so far.
+    exchange_bytes: u64,
+    last_flush: Instant,
+    /// Totals for the session's log line.
+    pub total: SessionTransfer,
+}
+
+impl<'a> Meter<'a> {
+    /// A meter for a session of client class `client` on a backend of class `backend`.
+    pub fn new(stats: &'a Stats, client: Class, backend: Class) -> Self {
+        Meter {
+            stats,
+            classes: [client, backend],
+            pending: SessionTransfer::default(),
+            exchange_bytes: 0,
+            last_flush: Instant::now(),
+            total: SessionTransfer::default(),
+        }
+    }
+
+    fn exchange_done(&mut self, busy: Option<Duration>) {
+        if let Some(busy) = busy {
+            self.pending.exchange(self.exchange_bytes, busy);
+        }
+        self.exchange_bytes = 0;
+        if self.last_flush.elapsed() >= FLUSH_INTERVAL {
+            self.flush(None);
+        }
+    }
+
+    /// Hands the counters to the collector.
+    pub fn flush(&mut self, progress: Option<&AtomicU64>) {
+        if let Some(bytes_in) = progress {
+            self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
+        }
+        for class in self.classes {
+            self.stats.transfer(class, &self.pending);
+        }
+        self.total.merge(&self.pending);
+        self.pending = SessionTransfer::default();
+        self.last_flush = Instant::now();
+    }
+}
+
+/// Relays until one side ends. Returns how it ended and whether the backend
+/// is at a clean message boundary with nothing outstanding.
 pub async fn relay(
     client: (&mut ReadHalf<'_>, &mut WriteHalf<'_>),
     cbuf: &mut FrameBuf,
     cscan: &mut Scanner,
     backend: &mut Backend,
-) -> (RelayEnd, bool, Transferred) {
-    let progress = Progress::default();
+    meter: &mut Meter<'_>,
+) -> (RelayEnd, bool) {
+    let progress = Progress::new();
     let (cr, cw) = client;
     let Backend {
         stream,
@@ -76,31 +158,29 @@ pub async fn relay(
         ..
     } = backend;
     let (mut br, mut bw) = stream.split();
-    let mut sent = Transferred::default();
     let end = {
-        let up = client_to_server(cr, &mut bw, cbuf, cscan, &progress, &mut sent.to_server);
+        let up = client_to_server(cr, &mut bw, cbuf, cscan, &progress);
         let down = server_to_client(
             &mut br,
             cw,
-            bbuf,
-            bscan,
-            params,
-            tx,
+            (bbuf, bscan),
+            (params, tx),
             &progress,
             pending_replies,
-            &mut sent.to_client,
+            meter,
         );
         tokio::select! {
             end = up => end,
             end = down => end,
         }
     };
+    meter.flush(Some(&progress.bytes_in));
     let idle = cscan.at_boundary()
         && bscan.at_boundary()
         && bbuf.is_empty()
         && progress.unsynced.load(Ordering::Relaxed) == 0
         && progress.requests.load(Ordering::Relaxed) == progress.ready.load(Ordering::Relaxed);
-    (end, idle, sent)
+    (end, idle)
 }
 
 async fn client_to_server(
@@ -109,7 +189,6 @@ async fn client_to_server(
     buf: &mut FrameBuf,
     scan: &mut Scanner,
     progress: &Progress,
-    sent: &mut u64,
 ) -> RelayEnd {
     loop {
         let mut pos = 0;
@@ -157,10 +236,11 @@ async fn client_to_server(
             }
         }
         if pos > 0 {
+            progress.mark_start();
             if let Err(e) = bw.write_all(&buf.readable()[..pos]).await {
                 return RelayEnd::BackendGone(format!("write to server failed: {e}"));
             }
-            *sent += pos as u64;
+            progress.bytes_in.fetch_add(pos as u64, Ordering::Relaxed);
             buf.consume(pos);
         }
         if let Some(end) = stop {
@@ -174,17 +254,14 @@ async fn client_to_server(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn server_to_client(
     br: &mut ReadHalf<'_>,
     cw: &mut WriteHalf<'_>,
-    buf: &mut FrameBuf,
-    scan: &mut Scanner,
-    params: &mut ParamSet,
-    tx: &mut TxStatus,
+    (buf, scan): (&mut FrameBuf, &mut Scanner),
+    (params, tx): (&mut ParamSet, &mut TxStatus),
     progress: &Progress,
     pending_replies: &mut usize,
-    sent: &mut u64,
+    meter: &mut Meter<'_>,
 ) -> RelayEnd {
     // Replies to statements the pooler pipelined ahead of the client's first
     // message (a SET application_name) come first and are not the client's.
@@ -198,6 +275,8 @@ async fn server_to_client(
     let mut fatal = false;
     loop {
         let mut pos = 0;
+        // Start of the bytes in this chunk not yet counted to an exchange.
+        let mut counted = 0;
         loop {
             let step = match scan.step(
                 buf.readable(),
@@ -218,7 +297,13 @@ async fn server_to_client(
                             Some(s) if body.len() == 1 => *tx = s,
                             _ => return RelayEnd::BackendGone("invalid ReadyForQuery".into()),
                         }
-                        progress.ready.fetch_add(1, Ordering::Relaxed);
+                        let ready = progress.ready.fetch_add(1, Ordering::Relaxed) + 1;
+                        if ready == progress.requests.load(Ordering::Relaxed) {
+                            // Everything asked has been answered: one exchange.
+                            meter.exchange_bytes += (end - counted) as u64;
+                            counted = end;
+                            meter.exchange_done(progress.take_exchange());
+                        }
                     } else if tag == b'S' {
                         params.apply_status(body);
                     } else if is_fatal(body) {
@@ -232,7 +317,8 @@ async fn server_to_client(
             if cw.write_all(&buf.readable()[..pos]).await.is_err() {
                 return RelayEnd::ClientGone;
             }
-            *sent += pos as u64;
+            meter.exchange_bytes += (pos - counted) as u64;
+            meter.pending.bytes_out += pos as u64;
             buf.consume(pos);
         }
         if let Err(e) = fill(br, buf).await {

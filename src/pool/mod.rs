@@ -17,6 +17,8 @@ use deadpool::Runtime;
 
 use crate::auth::SaltedPasswordCache;
 use crate::backend::{Backend, BackendError, BackendTarget, Credentials, ScramPassthrough};
+use crate::stats::{Class, Stats};
+use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
 
 /// Identifies one pool.
@@ -44,6 +46,7 @@ pub struct BackendManager {
     cache: Arc<SaltedPasswordCache>,
     connect_timeout: Duration,
     startup_params: Vec<(String, String)>,
+    stats: Arc<Stats>,
 }
 
 impl managed::Manager for BackendManager {
@@ -59,8 +62,14 @@ impl managed::Manager for BackendManager {
             &self.startup_params,
             &self.cache,
         );
-        match tokio::time::timeout(self.connect_timeout, connect).await {
-            Ok(Ok(backend)) => {
+        let result = match tokio::time::timeout(self.connect_timeout, connect).await {
+            Ok(r) => r,
+            Err(_) => Err(BackendError::Timeout(self.target.describe())),
+        };
+        match result {
+            Ok(backend) => {
+                self.stats
+                    .backend_connect(backend.class(), &backend.connect_phases());
                 tracing::info!(
                     backend = backend.id,
                     server = %self.target.describe(),
@@ -74,8 +83,12 @@ impl managed::Manager for BackendManager {
                     clean: true,
                 })
             }
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(BackendError::Timeout(self.target.describe())),
+            Err(e) => {
+                let tls = self.tls.opening() == Opening::Require;
+                self.stats
+                    .backend_failed(Class::backend(self.target.transport(), tls));
+                Err(e)
+            }
         }
     }
 
@@ -127,6 +140,8 @@ pub struct PoolSettings {
     pub startup_params: Vec<(String, String)>,
     /// TLS toward the server.
     pub tls: BackendTls,
+    /// Where connects and closes are counted.
+    pub stats: Arc<Stats>,
 }
 
 impl Pool {
@@ -145,6 +160,7 @@ impl Pool {
             cache,
             connect_timeout: settings.connect_timeout,
             startup_params: settings.startup_params,
+            stats: settings.stats,
         };
         let inner = managed::Pool::builder(manager)
             .max_size(settings.size)
@@ -251,8 +267,13 @@ impl Lease {
 }
 
 fn discard(obj: Object<BackendManager>, why: &str) {
+    let stats = Object::pool(&obj).map(|p| p.manager().stats.clone());
     let pooled = Object::take(obj);
-    tracing::info!(backend = pooled.backend.id, reason = why, "backend closed");
+    let b = &pooled.backend;
+    if let Some(stats) = stats {
+        stats.backend_closed(b.class(), b.clients_served);
+    }
+    tracing::info!(backend = b.id, reason = why, "backend closed");
 }
 
 impl Drop for Lease {

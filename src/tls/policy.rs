@@ -77,7 +77,7 @@ impl FromStr for SslMode {
 }
 
 /// How a client reached the pooler; decides which TLS policy applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Transport {
     /// A Unix-domain socket: the file system already protects it.
     Unix,
