@@ -18,3 +18,4 @@ pub mod protocol;
 pub mod stats;
 pub mod stream;
 pub mod tls;
+pub mod admin;

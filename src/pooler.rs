@@ -11,6 +11,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::{new_mock_seed, AuthFile, SaltedPasswordCache, ScramKeys, ScramSuccess, Secret};
 use crate::backend::{BackendTarget, Credentials, ScramPassthrough};
 use crate::client::cancel::CancelRegistry;
+use crate::client::registry::ClientRegistry;
 use crate::client::ClientError;
 use crate::config::BackendHost;
 use crate::config::Config;
@@ -41,6 +42,8 @@ pub struct Pooler {
     pub cancels: Arc<CancelRegistry>,
     /// The overhead report's counters.
     pub stats: Arc<Stats>,
+    /// Logged-in clients, for SHOW CLIENTS.
+    pub clients: Arc<ClientRegistry>,
     /// One permit per allowed client (`max_client_conn`).
     pub client_slots: Arc<Semaphore>,
     mock_seed: [u8; 32],
@@ -79,6 +82,7 @@ impl Pooler {
             pools: PoolRegistry::default(),
             cancels: Arc::new(CancelRegistry::default()),
             stats: Arc::new(Stats::new()),
+            clients: Arc::new(ClientRegistry::default()),
             mock_seed: new_mock_seed(),
             scram_cache: Arc::new(SaltedPasswordCache::new(1024)),
             stop_accepting: CancellationToken::new(),

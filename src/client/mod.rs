@@ -6,6 +6,7 @@ pub mod cancel;
 mod error;
 mod negotiate;
 mod params;
+pub mod registry;
 mod relay;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 
 use crate::backend::send_cancel;
+use crate::config::ADMIN_DATABASE;
 use crate::pool::Lease;
 use crate::pooler::Pooler;
 use crate::protocol::frontend::StartupMessage;
@@ -158,6 +160,14 @@ async fn run(
         Ok(Err(e)) => Err(e),
     };
     let session = match login {
+        Ok(login) if login.database == ADMIN_DATABASE => {
+            // The admin console is a session of its own, with no backend.
+            let mut out = BytesMut::new();
+            if let Proof::Scram(success) = &login.proof {
+                server::auth_sasl_final(&mut out, &success.server_final);
+            }
+            return crate::admin::serve(stream, buf, pooler, &login.user, out).await;
+        }
         Ok(login) => attach(stream, ctx, pooler, login, &mut timings).await,
         Err(e) => Err(e),
     };
@@ -189,6 +199,7 @@ struct Session {
     lease: Lease,
     cancel_key: cancel::CancelKey,
     _permit: OwnedSemaphorePermit,
+    entry: registry::ClientEntry,
     user: String,
     database: String,
     transport: Transport,
@@ -276,7 +287,26 @@ async fn attach(
         server::auth_sasl_final(&mut out, &success.server_final);
     }
     server::auth_ok(&mut out);
-    let mut lease = match acquire(pooler, &user, &database, &proof, &startup, timings).await {
+    let entry = pooler.clients.register(registry::ClientInfo {
+        id: ctx.id,
+        user: user.clone(),
+        database: database.clone(),
+        transport: ctx.transport,
+        tls: stream.is_tls(),
+        peer: ctx.peer.clone(),
+        connected_at: std::time::SystemTime::now(),
+        state: ClientState::WaitingForBackend,
+        backend: None,
+    });
+    let acquired = acquire(
+        pooler,
+        ctx.id,
+        (&user, &database),
+        &proof,
+        &startup,
+        timings,
+    );
+    let mut lease = match acquired.await {
         Ok(lease) => lease,
         Err(e) => {
             // The client did authenticate: let it see that before the error.
@@ -284,6 +314,7 @@ async fn attach(
             return Err(e);
         }
     };
+    entry.set(ClientState::Active, Some(lease.backend().id));
     let cancel_key = pooler.cancels.issue();
     cancel_key.slot.set(Some(lease.backend().cancel.clone()));
     for (name, value) in lease.backend().params.iter() {
@@ -311,6 +342,7 @@ async fn attach(
         lease,
         cancel_key,
         _permit: permit,
+        entry,
         user,
         database,
         transport: ctx.transport,
@@ -320,8 +352,8 @@ async fn attach(
 /// Gets a backend from the right pool and applies the client's parameters.
 async fn acquire(
     pooler: &Arc<Pooler>,
-    user: &str,
-    database: &str,
+    client_id: u64,
+    (user, database): (&str, &str),
     proof: &Proof,
     startup: &StartupMessage,
     timings: &mut LoginTimings,
@@ -333,7 +365,7 @@ async fn acquire(
         pooler.lend_scram_keys(&pool, user, secret, success);
     }
     let wait_started = Instant::now();
-    let mut lease = pool.acquire().await?;
+    let mut lease = pool.acquire(client_id).await?;
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), startup).await?;
@@ -391,6 +423,7 @@ impl Session {
     ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
         let shutdown = pooler.terminate_token();
+        let killed = self.lease.pool().kill_token();
         let client_class = Class::client(self.transport, stream.is_tls());
         let mut meter = Meter::new(&pooler.stats, client_class, self.lease.backend().class());
         let (end, idle) = {
@@ -400,11 +433,13 @@ impl Session {
             tokio::select! {
                 r = relay => r,
                 _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false),
+                _ = killed.cancelled() => (RelayEnd::BackendGone("killed".into()), false),
             }
         };
         meter.flush(None);
+        self.entry.set(ClientState::Closing, None);
         self.cancel_key.slot.set(None);
-        let shutting_down = shutdown.is_cancelled();
+        let shutting_down = shutdown.is_cancelled() || killed.is_cancelled();
         tracing::info!(
             user = %self.user,
             database = %self.database,

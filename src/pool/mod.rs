@@ -7,18 +7,28 @@
 //! *released* ([`Lease::release`]), in its own task, and `recycle` is only a
 //! cheap "was it reset cleanly?" check.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+mod lease;
+mod manager;
+mod registry;
+mod servers;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use deadpool::managed::{self, Metrics, Object, PoolError, RecycleError, RecycleResult, Timeouts};
+use deadpool::managed::{self, PoolError, Timeouts};
 use deadpool::Runtime;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use lease::Lease;
+pub use manager::{BackendManager, Pooled};
+pub use registry::PoolRegistry;
+pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{Backend, BackendError, BackendTarget, Credentials, ScramPassthrough};
-use crate::stats::{Class, Stats};
-use crate::tls::connector::Opening;
+use crate::backend::{BackendError, BackendTarget, Credentials, ScramPassthrough};
+use crate::stats::Stats;
 use crate::tls::BackendTls;
 
 /// Identifies one pool.
@@ -28,77 +38,6 @@ pub struct PoolKey {
     pub database: String,
     /// Role the backends log in as.
     pub user: String,
-}
-
-/// A pooled backend plus whether its last reset succeeded.
-pub struct Pooled {
-    /// The connection.
-    pub backend: Backend,
-    /// Set only by a successful reset at release; `recycle` refuses anything else.
-    clean: bool,
-}
-
-/// Creates backends for one pool and vets them on checkout.
-pub struct BackendManager {
-    target: Arc<BackendTarget>,
-    tls: BackendTls,
-    creds: RwLock<Credentials>,
-    cache: Arc<SaltedPasswordCache>,
-    connect_timeout: Duration,
-    startup_params: Vec<(String, String)>,
-    stats: Arc<Stats>,
-}
-
-impl managed::Manager for BackendManager {
-    type Type = Pooled;
-    type Error = BackendError;
-
-    async fn create(&self) -> Result<Pooled, BackendError> {
-        let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
-        let connect = Backend::connect(
-            self.target.clone(),
-            &self.tls,
-            &creds,
-            &self.startup_params,
-            &self.cache,
-        );
-        let result = match tokio::time::timeout(self.connect_timeout, connect).await {
-            Ok(r) => r,
-            Err(_) => Err(BackendError::Timeout(self.target.describe())),
-        };
-        match result {
-            Ok(backend) => {
-                self.stats
-                    .backend_connect(backend.class(), &backend.connect_phases());
-                tracing::info!(
-                    backend = backend.id,
-                    server = %self.target.describe(),
-                    user = %self.target.user,
-                    database = %self.target.dbname,
-                    pid = backend.cancel.pid,
-                    "backend connected"
-                );
-                Ok(Pooled {
-                    backend,
-                    clean: true,
-                })
-            }
-            Err(e) => {
-                let tls = self.tls.opening() == Opening::Require;
-                self.stats
-                    .backend_failed(Class::backend(self.target.transport(), tls));
-                Err(e)
-            }
-        }
-    }
-
-    async fn recycle(&self, obj: &mut Pooled, _: &Metrics) -> RecycleResult<BackendError> {
-        if obj.clean {
-            Ok(())
-        } else {
-            Err(RecycleError::message("backend was not reset cleanly"))
-        }
-    }
 }
 
 /// Why no backend could be had.
@@ -122,8 +61,12 @@ pub struct Pool {
     inner: managed::Pool<BackendManager>,
     wait_timeout: Duration,
     reset_query: String,
-    /// Client logins that reused a backend (for the amortisation figure).
-    pub reused_logins: AtomicU64,
+    /// Clients waiting for a backend right now.
+    waiting: AtomicUsize,
+    /// True while PAUSEd: no backend is handed out.
+    paused: watch::Sender<bool>,
+    /// Cancelled by KILL: every session on this pool ends.
+    kill: Mutex<CancellationToken>,
 }
 
 /// Settings for a new pool.
@@ -161,6 +104,7 @@ impl Pool {
             connect_timeout: settings.connect_timeout,
             startup_params: settings.startup_params,
             stats: settings.stats,
+            servers: Arc::new(ServerRegistry::default()),
         };
         let inner = managed::Pool::builder(manager)
             .max_size(settings.size)
@@ -172,7 +116,9 @@ impl Pool {
             inner,
             wait_timeout: settings.wait_timeout,
             reset_query: settings.reset_query,
-            reused_logins: AtomicU64::new(0),
+            waiting: AtomicUsize::new(0),
+            paused: watch::channel(false).0,
+            kill: Mutex::new(CancellationToken::new()),
         })
     }
 
@@ -183,40 +129,112 @@ impl Pool {
         }
     }
 
-    /// True when backends can be opened without a client's SCRAM keys.
-    pub fn has_credentials(&self) -> bool {
-        self.inner
-            .manager()
-            .creds
-            .read()
-            .map(|c| c.password.is_some() || c.md5_hash.is_some() || c.scram.is_some())
-            .unwrap_or(false)
+    /// Waits (first come, first served, and not while paused) for a clean
+    /// backend for client `client_id`.
+    pub async fn acquire(self: &Arc<Self>, client_id: u64) -> Result<Lease, AcquireError> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let got = tokio::time::timeout(self.wait_timeout, self.wait_and_get()).await;
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        let mut obj = match got {
+            Err(_) | Ok(Err(PoolError::Timeout(_))) => {
+                return Err(AcquireError::WaitTimeout(self.wait_timeout))
+            }
+            Ok(Ok(obj)) => obj,
+            Ok(Err(PoolError::Backend(e))) => return Err(AcquireError::Backend(e)),
+            Ok(Err(PoolError::Closed)) => return Err(AcquireError::Closed),
+            Ok(Err(e)) => return Err(AcquireError::Backend(BackendError::Protocol(e.to_string()))),
+        };
+        obj.clean = false;
+        obj.backend.clients_served += 1;
+        self.servers()
+            .set_state(obj.backend.id, ServerState::Active, Some(client_id));
+        Ok(Lease {
+            obj: Some(obj),
+            pool: self.clone(),
+        })
     }
 
-    /// Waits (first come, first served) for a clean backend.
-    pub async fn acquire(self: &Arc<Self>) -> Result<Lease, AcquireError> {
+    async fn wait_and_get(
+        &self,
+    ) -> Result<managed::Object<BackendManager>, PoolError<BackendError>> {
+        let mut paused = self.paused.subscribe();
+        // Err only if the sender is gone, which cannot happen while `self` lives.
+        let _ = paused.wait_for(|p| !*p).await;
         let timeouts = Timeouts {
-            wait: Some(self.wait_timeout),
+            wait: None,
             create: None,
             recycle: None,
         };
-        match self.inner.timeout_get(&timeouts).await {
-            Ok(mut obj) => {
-                obj.clean = false;
-                obj.backend.clients_served += 1;
-                if obj.backend.clients_served > 1 {
-                    self.reused_logins.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(Lease {
-                    obj: Some(obj),
-                    pool: self.clone(),
-                })
+        self.inner.timeout_get(&timeouts).await
+    }
+
+    /// Clients waiting for a backend now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// The open backends of this pool.
+    pub fn servers(&self) -> &Arc<ServerRegistry> {
+        &self.inner.manager().servers
+    }
+
+    /// Stops handing out backends (clients wait, within query_wait_timeout),
+    /// closes the idle ones, and resolves once no backend is lent out.
+    pub async fn pause(&self) {
+        self.paused.send_replace(true);
+        loop {
+            self.close_idle();
+            if self
+                .servers()
+                .list()
+                .iter()
+                .all(|s| s.state == ServerState::Idle)
+            {
+                return;
             }
-            Err(PoolError::Timeout(_)) => Err(AcquireError::WaitTimeout(self.wait_timeout)),
-            Err(PoolError::Backend(e)) => Err(AcquireError::Backend(e)),
-            Err(PoolError::Closed) => Err(AcquireError::Closed),
-            Err(e) => Err(AcquireError::Backend(BackendError::Protocol(e.to_string()))),
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Hands out backends again after [`Pool::pause`].
+    pub fn resume(&self) {
+        self.paused.send_replace(false);
+    }
+
+    /// True while paused.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Ends every session on this pool (their clients get 57P01) and closes
+    /// its backends; new clients are served by fresh backends.
+    pub fn kill(&self) {
+        let old = match self.kill.lock() {
+            Ok(mut k) => std::mem::take(&mut *k),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        };
+        old.cancel();
+        self.close_idle();
+    }
+
+    /// Cancelled when the pool is KILLed.
+    pub fn kill_token(&self) -> CancellationToken {
+        match self.kill.lock() {
+            Ok(k) => k.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Closes the backends sitting idle in the pool.
+    fn close_idle(&self) {
+        let servers = self.servers().clone();
+        let stats = self.inner.manager().stats.clone();
+        self.inner.retain(|pooled, _| {
+            let b = &pooled.backend;
+            stats.backend_closed(b.class(), b.clients_served);
+            servers.closed(b.id);
+            false
+        });
     }
 
     /// Backends open and idle in the pool, and the configured maximum.
@@ -228,99 +246,5 @@ impl Pool {
     /// Stops handing out backends and drops the idle ones.
     pub fn close(&self) {
         self.inner.close();
-    }
-}
-
-/// A backend lent to one client. Give it back with [`Lease::release`];
-/// dropping it without release closes the backend (it may be mid-query).
-pub struct Lease {
-    obj: Option<Object<BackendManager>>,
-    pool: Arc<Pool>,
-}
-
-impl Lease {
-    /// The backend.
-    pub fn backend(&mut self) -> &mut Backend {
-        // Invariant: `obj` is Some until release/discard consume the lease.
-        &mut self.obj.as_mut().expect("lease used after release").backend
-    }
-
-    /// Returns the backend: `reusable` says the client left it at a message
-    /// boundary. The reset runs in the background so the next client's login
-    /// does not wait for it; a failed reset closes the backend.
-    pub fn release(mut self, reusable: bool) {
-        let Some(mut obj) = self.obj.take() else {
-            return;
-        };
-        if !reusable {
-            discard(obj, "client left the server connection mid-message");
-            return;
-        }
-        let reset_query = self.pool.reset_query.clone();
-        tokio::spawn(async move {
-            match obj.backend.reset(&reset_query).await {
-                Ok(()) => obj.clean = true,
-                Err(e) => discard(obj, &e.to_string()),
-            }
-        });
-    }
-}
-
-fn discard(obj: Object<BackendManager>, why: &str) {
-    let stats = Object::pool(&obj).map(|p| p.manager().stats.clone());
-    let pooled = Object::take(obj);
-    let b = &pooled.backend;
-    if let Some(stats) = stats {
-        stats.backend_closed(b.class(), b.clients_served);
-    }
-    tracing::info!(backend = b.id, reason = why, "backend closed");
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        if let Some(obj) = self.obj.take() {
-            discard(obj, "session ended without a clean release");
-        }
-    }
-}
-
-/// Every pool, created on first use.
-#[derive(Default)]
-pub struct PoolRegistry {
-    pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
-}
-
-impl PoolRegistry {
-    /// The pool for `key`, created by `make` if it does not exist yet.
-    pub fn get_or_create(
-        &self,
-        key: &PoolKey,
-        make: impl FnOnce() -> Result<Pool, String>,
-    ) -> Result<Arc<Pool>, String> {
-        let mut pools = self
-            .pools
-            .lock()
-            .map_err(|_| "pool registry poisoned".to_string())?;
-        if let Some(p) = pools.get(key) {
-            return Ok(p.clone());
-        }
-        let p = Arc::new(make()?);
-        pools.insert(key.clone(), p.clone());
-        Ok(p)
-    }
-
-    /// A snapshot of all pools.
-    pub fn all(&self) -> Vec<Arc<Pool>> {
-        self.pools
-            .lock()
-            .map(|p| p.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Closes every pool.
-    pub fn close_all(&self) {
-        for p in self.all() {
-            p.close();
-        }
     }
 }

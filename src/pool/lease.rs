@@ -1,0 +1,76 @@
+//! A backend lent to one client, and how it comes back.
+
+use std::sync::Arc;
+
+use deadpool::managed::Object;
+
+use super::manager::BackendManager;
+use super::servers::ServerState;
+use super::Pool;
+use crate::backend::Backend;
+
+/// A backend lent to one client. Give it back with [`Lease::release`];
+/// dropping it without release closes the backend (it may be mid-query).
+pub struct Lease {
+    pub(super) obj: Option<Object<BackendManager>>,
+    pub(super) pool: Arc<Pool>,
+}
+
+impl Lease {
+    /// The backend.
+    pub fn backend(&mut self) -> &mut Backend {
+        // Invariant: `obj` is Some until release/discard consume the lease.
+        &mut self.obj.as_mut().expect("lease used after release").backend
+    }
+
+    /// The pool the backend belongs to.
+    pub fn pool(&self) -> &Arc<Pool> {
+        &self.pool
+    }
+
+    /// Returns the backend: `reusable` says the client left it at a message
+    /// boundary. The reset runs in the background so the next client's login
+    /// does not wait for it; a failed reset closes the backend.
+    pub fn release(mut self, reusable: bool) {
+        let Some(mut obj) = self.obj.take() else {
+            return;
+        };
+        if !reusable {
+            discard(obj, "client left the server connection mid-message");
+            return;
+        }
+        let reset_query = self.pool.reset_query.clone();
+        let servers = self.pool.servers().clone();
+        servers.set_state(obj.backend.id, ServerState::Resetting, None);
+        tokio::spawn(async move {
+            match obj.backend.reset(&reset_query).await {
+                Ok(()) => {
+                    obj.clean = true;
+                    servers.set_state(obj.backend.id, ServerState::Idle, None);
+                }
+                Err(e) => discard(obj, &e.to_string()),
+            }
+        });
+    }
+}
+
+/// Closes a backend for good instead of pooling it.
+pub(super) fn discard(obj: Object<BackendManager>, why: &str) {
+    let manager =
+        Object::pool(&obj).map(|p| (p.manager().stats.clone(), p.manager().servers.clone()));
+    let pooled = Object::take(obj);
+    let b = &pooled.backend;
+    if let Some((stats, servers)) = manager {
+        stats.backend_closed(b.class(), b.clients_served);
+        servers.closed(b.id);
+    }
+    tracing::info!(backend = b.id, reason = why, "backend closed");
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(obj) = self.obj.take() {
+            discard(obj, "session ended without a clean release");
+        }
+    }
+}
