@@ -267,6 +267,8 @@ pub struct PoolConfig {
 pub struct AdminConfig {
     /// Users allowed on the `pgharbor` virtual database.
     pub users: Vec<String>,
+    /// Where the Prometheus metrics endpoint listens (HTTP); `None` turns it off.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// `[databases.NAME]`: one database clients can ask for.

@@ -80,6 +80,7 @@ pub(super) struct RawPool {
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct RawAdmin {
     pub users: Option<Vec<String>>,
+    pub metrics_listen: Option<String>,
 }
 
 /// `[databases.NAME]`

@@ -346,3 +346,23 @@ fn relative_paths_without_a_directory_stay_relative() {
     let c = Config::parse(AUTH, Path::new("pgharbor.toml")).unwrap();
     assert_eq!(c.auth.auth_file, Some(PathBuf::from("users.txt")));
 }
+
+#[test]
+fn metrics_listen_is_an_address_or_unset() {
+    let base = "[databases.app]\nconninfo = \"host=/tmp\"\n[auth]\nmethod = \"trust\"\n";
+    let path = std::path::Path::new("/tmp/pgharbor.toml");
+    let ok = Config::parse(
+        &format!("[admin]\nmetrics_listen = \"127.0.0.1:9930\"\n{base}"),
+        path,
+    )
+    .unwrap();
+    assert_eq!(
+        ok.admin.metrics_listen,
+        Some("127.0.0.1:9930".parse().unwrap())
+    );
+    let off = Config::parse(base, path).unwrap();
+    assert_eq!(off.admin.metrics_listen, None);
+    let bad =
+        Config::parse(&format!("[admin]\nmetrics_listen = \"9930\"\n{base}"), path).unwrap_err();
+    assert!(bad.to_string().contains("admin.metrics_listen"), "{bad}");
+}

@@ -37,8 +37,18 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
     let tls = tls(raw.tls, &resolve)?;
     let auth = auth(raw.auth, &resolve)?;
     let pool = pool(raw.pool)?;
+    let metrics_listen = match raw.admin.metrics_listen.as_deref() {
+        None | Some("") => None,
+        Some(addr) => Some(addr.parse::<std::net::SocketAddr>().map_err(|_| {
+            ConfigError::invalid(
+                "admin.metrics_listen",
+                format!("{addr:?} is not an address:port such as \"127.0.0.1:9930\""),
+            )
+        })?),
+    };
     let admin = AdminConfig {
         users: admin_users(raw.admin.users.unwrap_or_default())?,
+        metrics_listen,
     };
     let mut databases = BTreeMap::new();
     for (name, db) in raw.databases {
