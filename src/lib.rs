@@ -19,3 +19,4 @@ pub mod stats;
 pub mod stream;
 pub mod tls;
 pub mod admin;
+pub mod report;

@@ -33,6 +33,16 @@ struct Cli {
 enum Command {
     /// Validate the configuration and the files it names, then exit.
     Check,
+    /// Print the overhead report of a running pgharbor (SHOW OVERHEAD).
+    Report {
+        /// libpq connection string of its admin console, e.g.
+        /// "host=/tmp port=6432 dbname=pgharbor user=admin".
+        #[arg(long)]
+        admin: String,
+        /// JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -46,6 +56,7 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Some(Command::Check) => check(&cli.config),
+        Some(Command::Report { admin, json }) => report(&admin, json),
         None => run(&cli.config, cli.threads),
     }
 }
@@ -79,6 +90,34 @@ fn check(path: &Path) -> ExitCode {
     }
     println!("{}: configuration is valid", path.display());
     ExitCode::SUCCESS
+}
+
+/// `pgharbor report`: reads SHOW OVERHEAD from a running pooler.
+fn report(conninfo: &str, json: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pgharbor: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(pgharbor::report::fetch(conninfo)) {
+        Ok(rows) if json => {
+            println!("{}", pgharbor::report::to_json(&rows));
+            ExitCode::SUCCESS
+        }
+        Ok(rows) => {
+            print!("{}", pgharbor::report::to_table(&rows));
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("pgharbor: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn run(path: &Path, threads: usize) -> ExitCode {
