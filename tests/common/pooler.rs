@@ -111,6 +111,8 @@ pub struct PoolerOpts {
     pub port: Option<u16>,
     /// Use this socket directory instead of one in the pooler's temp dir.
     pub socket_dir: Option<PathBuf>,
+    /// `admin.metrics_listen` (e.g. "127.0.0.1:9930"); None leaves it out.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for PoolerOpts {
@@ -138,6 +140,7 @@ impl Default for PoolerOpts {
             extra_toml: String::new(),
             port: None,
             socket_dir: None,
+            metrics_listen: None,
         }
     }
 }
@@ -180,6 +183,11 @@ impl PoolerOpts {
     }
     pub fn reset_query(mut self, q: Option<&str>) -> Self {
         self.server_reset_query = q.map(str::to_string);
+        self
+    }
+    /// Serves Prometheus metrics on `addr` (`admin.metrics_listen`).
+    pub fn metrics_listen(mut self, addr: &str) -> Self {
+        self.metrics_listen = Some(addr.into());
         self
     }
     /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
@@ -338,6 +346,10 @@ impl Pooler {
             let _ = writeln!(t, "server_reset_query = {}", toml_str(q));
         }
         let _ = writeln!(t, "\n[admin]\nusers = []\n");
+        if let Some(addr) = &opts.metrics_listen {
+            // Still in the [admin] table written just above.
+            let _ = writeln!(t, "metrics_listen = {}\n", toml_str(addr));
+        }
         for db in &opts.databases {
             let _ = writeln!(
                 t,

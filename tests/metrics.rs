@@ -1,0 +1,228 @@
+//! The Prometheus endpoint: HTTP behaviour against an in-process server,
+//! then a real pgharbor whose `/metrics` counts the logins of a known
+//! workload by transport. Every scrape is parsed as Prometheus text.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use prometheus_parse::{Scrape, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+use common::util::free_port;
+use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
+use pgharbor::admin::metrics;
+use pgharbor::config::Config;
+
+/// One request on its own connection: the status line, the headers
+/// (lower-cased names) and the body.
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+) -> (String, Vec<(String, String)>, String) {
+    let exchange = async {
+        let mut tcp = TcpStream::connect(addr).await.expect("connect to metrics");
+        let req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        tcp.write_all(req.as_bytes()).await.expect("send request");
+        let mut raw = Vec::new();
+        tcp.read_to_end(&mut raw).await.expect("read response");
+        String::from_utf8(raw).expect("UTF-8 response")
+    };
+    let text = tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .expect("metrics endpoint answered in 10 s");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
+    let mut lines = head.lines();
+    let status = lines.next().unwrap_or_default().to_string();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    (status, headers, body.to_string())
+}
+
+fn header<'h>(headers: &'h [(String, String)], name: &str) -> Option<&'h str> {
+    headers
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Parses `text`, failing if the parser had to skip a line.
+fn parse(text: &str) -> Scrape {
+    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("parse");
+    let parsed: usize = scrape
+        .samples
+        .iter()
+        .map(|s| match &s.value {
+            Value::Histogram(b) => b.len(),
+            _ => 1,
+        })
+        .sum();
+    let lines = text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .count();
+    assert_eq!(parsed, lines, "lines the parser skipped in\n{text}");
+    scrape
+}
+
+/// The value of the sample `name` with exactly `labels`, if there is one.
+fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == name
+                && s.labels.len() == labels.len()
+                && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
+        })
+        .map(|s| match s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+            ref other => panic!("{name} is {other:?}"),
+        })
+}
+
+#[tokio::test]
+async fn endpoint_serves_metrics_only_and_stops_on_cancel() {
+    let config = Config::parse(
+        "[auth]\nmethod = \"trust\"\n[databases.app]\nconninfo = \"host=/tmp user=alice\"\n",
+        Path::new("/tmp/pgharbor.toml"),
+    )
+    .expect("config");
+    let pooler = pgharbor::pooler::Pooler::new(config).await.expect("pooler");
+    // A pool exists once asked for; nothing connects until a client needs it.
+    pooler.pool_for("app", "bob").expect("pool");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(metrics::serve_on(
+        listener,
+        pooler.clone(),
+        shutdown.clone(),
+    ));
+
+    let (status, headers, body) = http(addr, "GET", "/metrics").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert_eq!(
+        header(&headers, "content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let scrape = parse(&body);
+    let pool = [("database", "app"), ("user", "alice")];
+    assert_eq!(
+        value(&scrape, "pgharbor_pool_max_servers", &pool),
+        Some(20.0)
+    );
+    assert_eq!(value(&scrape, "pgharbor_pool_paused", &pool), Some(0.0));
+    assert_eq!(
+        value(&scrape, "pgharbor_client_logins_all_total", &[]),
+        Some(0.0)
+    );
+
+    let (status, _, _) = http(addr, "GET", "/").await;
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    let (status, headers, _) = http(addr, "POST", "/metrics").await;
+    assert!(status.starts_with("HTTP/1.1 405"), "{status}");
+    assert_eq!(header(&headers, "allow"), Some("GET, HEAD"));
+
+    // A scraper holding a keep-alive connection does not hold up shutdown.
+    let idle = TcpStream::connect(addr).await.unwrap();
+    shutdown.cancel();
+    let stopped = tokio::time::timeout(Duration::from_secs(8), server).await;
+    assert!(matches!(stopped, Ok(Ok(Ok(())))), "{stopped:?}");
+    drop(idle);
+    assert!(TcpStream::connect(addr).await.is_err(), "still listening");
+}
+
+#[tokio::test]
+async fn serve_reports_an_address_in_use() {
+    let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let config = Config::parse(
+        "[auth]\nmethod = \"trust\"\n",
+        Path::new("/tmp/pgharbor.toml"),
+    )
+    .expect("config");
+    let pooler = pgharbor::pooler::Pooler::new(config).await.expect("pooler");
+    let err = metrics::serve(
+        taken.local_addr().unwrap(),
+        pooler,
+        CancellationToken::new(),
+    )
+    .await
+    .expect_err("bind must fail");
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse);
+}
+
+/// Scrapes until `done` holds (stats are merged just after a login's
+/// ReadyForQuery is sent), returning the last scrape.
+async fn scrape_until(addr: SocketAddr, done: impl Fn(&Scrape) -> bool) -> Scrape {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, _, body) = http(addr, "GET", "/metrics").await;
+        assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+        let scrape = parse(&body);
+        if done(&scrape) || Instant::now() > deadline {
+            return scrape;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn login_counters_split_by_transport() {
+    let pg = PgCluster::shared();
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::default().metrics_listen(&metrics_addr.to_string()),
+    );
+    let logins = [(Transport::Unix, 3), (Transport::Tcp, 2)];
+    for (transport, n) in logins {
+        for _ in 0..n {
+            let conninfo = pooler.conninfo(transport, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+            let client = connect_ok(&conninfo).await;
+            client.simple_query("SELECT 1").await.expect("query");
+        }
+    }
+    let unix = [("transport", "unix"), ("tls", "false")];
+    let tcp = [("transport", "tcp-loopback"), ("tls", "false")];
+    let logins_of = |s: &Scrape, class: &[(&str, &str)]| {
+        value(s, "pgharbor_client_logins_total", class).unwrap_or(0.0)
+    };
+    let s = scrape_until(metrics_addr, |s| {
+        logins_of(s, &unix) >= 3.0 && logins_of(s, &tcp) >= 2.0
+    })
+    .await;
+    assert_eq!(logins_of(&s, &unix), 3.0);
+    assert_eq!(logins_of(&s, &tcp), 2.0);
+    assert_eq!(
+        value(&s, "pgharbor_client_logins_all_total", &[]),
+        Some(5.0)
+    );
+    // The database reaches PostgreSQL over its Unix socket.
+    let connects = value(&s, "pgharbor_server_connects_total", &unix).expect("connects");
+    assert!((1.0..=5.0).contains(&connects), "{connects}");
+    let avoided = value(&s, "pgharbor_backend_handshakes_avoided_total", &[]);
+    assert_eq!(avoided, Some(5.0 - connects));
+    let phase = |p| [unix[0], unix[1], ("phase", p)];
+    let tls_time = value(
+        &s,
+        "pgharbor_client_login_phase_seconds_sum",
+        &phase("tls_handshake"),
+    );
+    assert_eq!(tls_time, Some(0.0));
+    let total = value(
+        &s,
+        "pgharbor_client_login_phase_seconds_count",
+        &phase("total"),
+    );
+    assert_eq!(total, Some(3.0));
+    let pool = [("database", TEST_DB), ("user", SCRAM_USER.0)];
+    assert_eq!(value(&s, "pgharbor_pool_max_servers", &pool), Some(20.0));
+}
