@@ -113,6 +113,8 @@ pub struct PoolerOpts {
     pub socket_dir: Option<PathBuf>,
     /// `admin.metrics_listen` (e.g. "127.0.0.1:9930"); None leaves it out.
     pub metrics_listen: Option<String>,
+    /// `admin.users`: who may use the `pgharbor` admin console.
+    pub admin_users: Vec<String>,
 }
 
 impl Default for PoolerOpts {
@@ -141,6 +143,7 @@ impl Default for PoolerOpts {
             port: None,
             socket_dir: None,
             metrics_listen: None,
+            admin_users: Vec::new(),
         }
     }
 }
@@ -183,6 +186,11 @@ impl PoolerOpts {
     }
     pub fn reset_query(mut self, q: Option<&str>) -> Self {
         self.server_reset_query = q.map(str::to_string);
+        self
+    }
+    /// `admin.users` (the admin console's users).
+    pub fn admin_users(mut self, users: &[&str]) -> Self {
+        self.admin_users = users.iter().map(|u| u.to_string()).collect();
         self
     }
     /// Serves Prometheus metrics on `addr` (`admin.metrics_listen`).
@@ -345,7 +353,8 @@ impl Pooler {
         if let Some(q) = &opts.server_reset_query {
             let _ = writeln!(t, "server_reset_query = {}", toml_str(q));
         }
-        let _ = writeln!(t, "\n[admin]\nusers = []\n");
+        let admins: Vec<String> = opts.admin_users.iter().map(|u| toml_str(u)).collect();
+        let _ = writeln!(t, "\n[admin]\nusers = [{}]\n", admins.join(", "));
         if let Some(addr) = &opts.metrics_listen {
             // Still in the [admin] table written just above.
             let _ = writeln!(t, "metrics_listen = {}\n", toml_str(addr));

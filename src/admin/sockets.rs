@@ -1,0 +1,212 @@
+//! `SHOW CLIENTS` and `SHOW SERVERS`, with PgBouncer's (1.24) socket
+//! columns, from the client registry and each pool's server registry.
+//!
+//! What differs from PgBouncer: `ptr` and `link` are `c<id>` / `s<id>`
+//! (pgharbor's connection ids) instead of memory addresses; `tls` is `TLS`
+//! or empty (the protocol and cipher are not recorded); times are UTC.
+//! Not recorded, so NULL: `local_addr`, `local_port`, `request_time`,
+//! `application_name`; `wait`, `wait_us`, `close_needed` and
+//! `prepared_statements` are 0.
+
+use std::time::SystemTime;
+
+use super::console::Authorized;
+use super::rows::{ResultSet, Type, Value};
+use crate::client::ClientState;
+use crate::config::{BackendHost, Config};
+use crate::pooler::Pooler;
+use crate::tls::Transport;
+
+const COLUMNS: [(&str, Type); 21] = [
+    ("type", Type::Text),
+    ("user", Type::Text),
+    ("database", Type::Text),
+    ("replication", Type::Text),
+    ("state", Type::Text),
+    ("addr", Type::Text),
+    ("port", Type::Int8),
+    ("local_addr", Type::Text),
+    ("local_port", Type::Int8),
+    ("connect_time", Type::Text),
+    ("request_time", Type::Text),
+    ("wait", Type::Int8),
+    ("wait_us", Type::Int8),
+    ("close_needed", Type::Int8),
+    ("ptr", Type::Text),
+    ("link", Type::Text),
+    ("remote_pid", Type::Int8),
+    ("tls", Type::Text),
+    ("application_name", Type::Text),
+    ("prepared_statements", Type::Int8),
+    ("id", Type::Int8),
+];
+
+/// One socket row: the parts that vary between clients and servers.
+struct Socket {
+    kind: &'static str,
+    user: String,
+    database: String,
+    state: &'static str,
+    addr: String,
+    port: Option<u16>,
+    connected_at: SystemTime,
+    ptr: String,
+    link: Option<String>,
+    remote_pid: i64,
+    tls: bool,
+    id: u64,
+}
+
+impl Socket {
+    fn row(self) -> Vec<Value> {
+        let tls = if self.tls { "TLS" } else { "" };
+        vec![
+            self.kind.into(),
+            self.user.into(),
+            self.database.into(),
+            "none".into(),
+            self.state.into(),
+            self.addr.into(),
+            self.port.map_or(Value::Null, |p| Value::Int(p.into())),
+            Value::Null,
+            Value::Null,
+            timestamp(self.connected_at).into(),
+            Value::Null,
+            Value::Int(0),
+            Value::Int(0),
+            Value::Int(0),
+            self.ptr.into(),
+            Value::opt_text(self.link),
+            Value::Int(self.remote_pid),
+            tls.into(),
+            Value::Null,
+            Value::Int(0),
+            Value::uint(self.id),
+        ]
+    }
+}
+
+/// `2026-11-30 14:35:44 UTC`, PgBouncer's layout.
+fn timestamp(t: SystemTime) -> String {
+    let rfc = humantime::format_rfc3339_seconds(t).to_string();
+    format!("{} UTC", rfc.trim_end_matches('Z').replacen('T', " ", 1))
+}
+
+/// PgBouncer's state names where it has one.
+fn client_state(s: ClientState) -> &'static str {
+    match s {
+        ClientState::Active => "active",
+        ClientState::WaitingForBackend => "waiting",
+        ClientState::Negotiating | ClientState::Authenticating => "login",
+        ClientState::Closing => "closing",
+    }
+}
+
+/// Address and port of a client: `unix` and the listening port for the
+/// socket (as PgBouncer shows it), else the peer's address and port.
+fn client_addr(peer: &str, transport: Transport, config: &Config) -> (String, Option<u16>) {
+    if transport == Transport::Unix {
+        return ("unix".to_string(), Some(config.listen.port));
+    }
+    match peer.rsplit_once(':') {
+        Some((host, port)) => (
+            host.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_string(),
+            port.parse().ok(),
+        ),
+        None => (peer.to_string(), None),
+    }
+}
+
+/// `SHOW CLIENTS`: logged-in clients (not the console sessions).
+pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
+    let config = pooler.config();
+    let mut rs = ResultSet::new(COLUMNS);
+    for c in pooler.clients.list() {
+        let (addr, port) = client_addr(&c.peer, c.transport, &config);
+        let socket = Socket {
+            kind: "C",
+            user: c.user,
+            database: c.database,
+            state: client_state(c.state),
+            addr,
+            port,
+            connected_at: c.connected_at,
+            ptr: format!("c{}", c.id),
+            link: c.backend.map(|b| format!("s{b}")),
+            remote_pid: 0,
+            tls: c.tls,
+            id: c.id,
+        };
+        rs.push(socket.row());
+    }
+    rs
+}
+
+/// `SHOW SERVERS`: every open backend of every pool.
+pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
+    let config = pooler.config();
+    let mut rs = ResultSet::new(COLUMNS);
+    let mut pools = pooler.pools.all();
+    pools.sort_by(|a, b| (&a.key.database, &a.key.user).cmp(&(&b.key.database, &b.key.user)));
+    for pool in pools {
+        let (addr, port) = match config.database(&pool.key.database) {
+            Some(db) => match &db.conninfo.host {
+                BackendHost::Tcp(h) => (h.clone(), Some(db.conninfo.port)),
+                BackendHost::Unix(_) => ("unix".to_string(), Some(db.conninfo.port)),
+            },
+            // Removed from the config by a reload; the pool lives on.
+            None => (String::new(), None),
+        };
+        for s in pool.servers().list() {
+            let socket = Socket {
+                kind: "S",
+                user: pool.key.user.clone(),
+                database: pool.key.database.clone(),
+                state: s.state.as_str(),
+                addr: addr.clone(),
+                port,
+                connected_at: s.connected_at,
+                ptr: format!("s{}", s.id),
+                link: s.client.map(|c| format!("c{c}")),
+                remote_pid: s.pid.into(),
+                tls: s.tls,
+                id: s.id,
+            };
+            rs.push(socket.row());
+        }
+    }
+    rs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps_and_addresses_look_like_pgbouncer_s() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(timestamp(t), "2023-11-14 22:13:20 UTC");
+        let config = crate::config::Config::parse(
+            "[auth]\nmethod = \"trust\"\n[listen]\nport = 7000\n",
+            std::path::Path::new("/x/pgharbor.toml"),
+        )
+        .unwrap();
+        let tcp = Transport::LoopbackTcp;
+        let unix = Transport::Unix;
+        assert_eq!(
+            client_addr("127.0.0.1:5000", tcp, &config),
+            ("127.0.0.1".into(), Some(5000))
+        );
+        assert_eq!(
+            client_addr("[::1]:5001", tcp, &config),
+            ("::1".into(), Some(5001))
+        );
+        assert_eq!(
+            client_addr("/tmp/.s.PGSQL.7000", unix, &config),
+            ("unix".into(), Some(7000))
+        );
+    }
+}
