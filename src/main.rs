@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use tokio::signal::unix::{signal, SignalKind};
+use tokio_util::sync::CancellationToken;
 
 use pgharbor::config::Config;
 use pgharbor::listener::Listeners;
@@ -157,7 +158,25 @@ async fn serve(config: Config) -> Result<(), String> {
     let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
     let shutdown_timeout = config.pool.shutdown_timeout;
     let path = config.path.clone();
+    // Bound before start-up completes, so a taken port fails the start as the
+    // client listeners do. Changing it takes a restart.
+    let metrics_listener = match config.admin.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("admin.metrics_listen {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let pooler = Pooler::new(config).await.map_err(|e| e.to_string())?;
+    let metrics_stop = CancellationToken::new();
+    let metrics = metrics_listener.map(|l| {
+        tokio::spawn(pgharbor::admin::metrics::serve_on(
+            l,
+            pooler.clone(),
+            metrics_stop.clone(),
+        ))
+    });
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut sighup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
@@ -184,6 +203,11 @@ async fn serve(config: Config) -> Result<(), String> {
         tracing::info!("SIGINT: closing sessions now");
     }
     pooler.terminate_sessions();
+    // Metrics stay up through the graceful drain, for whoever watches it.
+    metrics_stop.cancel();
+    if let Some(task) = metrics {
+        let _ = task.await;
+    }
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), pooler.tasks.wait()).await;
     tracing::info!("pgharbor stopped");
     Ok(())
