@@ -132,7 +132,7 @@ pub struct ClassStats {
     pub failed: u64,
     /// One histogram per phase (µs), in [`CLIENT_PHASES`] or [`BACKEND_PHASES`] order.
     pub phases: Vec<Histogram<u64>>,
-    /// Transfer counters (clients only).
+    /// Transfer counters; on backend classes, the traffic of sessions on backends of that class.
     pub transfer: SessionTransfer,
     /// Client logins a backend served before it was closed (backends only).
     pub logins_per_backend: Histogram<u64>,
