@@ -1,61 +1,13 @@
-//! The Prometheus endpoint (`admin.metrics_listen`): `GET /metrics` in the
-//! Prometheus text format (0.0.4), with the overhead report's figures, the
-//! pools and the clients.
-//!
-//! Nothing is counted here: a [`Collector`] copies the pooler's state out
-//! at scrape time (the stats snapshot, the pool and client registries), so
-//! the hot path pays nothing for the endpoint being on. prometheus-client
-//! does the encoding, hyper the HTTP.
-//!
-//! | metric | type | labels | meaning |
-//! | --- | --- | --- | --- |
-//! | `pgharbor_client_logins_total` | counter | transport, tls | client logins that reached a session |
-//! | `pgharbor_client_login_failures_total` | counter | transport, tls | clients that did not get as far as a session |
-//! | `pgharbor_client_login_phase_seconds` | histogram | transport, tls, phase | client establishment phases: first_packet, tls_handshake, auth, backend_wait, first_ready, total |
-//! | `pgharbor_server_connects_total` | counter | transport, tls | backend connections opened |
-//! | `pgharbor_server_connect_failures_total` | counter | transport, tls | backend connections that failed to open |
-//! | `pgharbor_server_connect_phase_seconds` | histogram | transport, tls, phase | backend establishment phases: connect, tls_handshake, auth, first_ready, total |
-//! | `pgharbor_server_logins_served` | histogram | transport, tls | client logins a backend served before it was closed |
-//! | `pgharbor_transfer_bytes_total` | counter | side, transport, tls, direction | bytes relayed; direction `in` = client → server, `out` = server → client |
-//! | `pgharbor_transfer_exchanges_total` | counter | side, transport, tls, kind | request/response exchanges (a request up to its ReadyForQuery); kind `bulk` = a response of at least 1 MiB, else `chatty` |
-//! | `pgharbor_transfer_bytes_by_kind_total` | counter | side, transport, tls, kind | response bytes of those exchanges |
-//! | `pgharbor_transfer_busy_seconds_total` | counter | side, transport, tls, kind | time those exchanges had data in flight (throughput = bytes_by_kind / busy_seconds) |
-//! | `pgharbor_client_logins_all_total` | counter | | client logins in all |
-//! | `pgharbor_backend_handshakes_avoided_total` | counter | | client logins served by a backend an earlier client had used |
-//! | `pgharbor_backend_handshake_time_saved_seconds` | gauge | | handshakes avoided × mean backend `total` phase (an estimate: it can dip when the mean does, so it is a gauge) |
-//! | `pgharbor_pool_servers` | gauge | database, user, state | open backends: `active` (lent to a client), `idle`, `used` (being reset) |
-//! | `pgharbor_pool_max_servers` | gauge | database, user | the pool's size limit |
-//! | `pgharbor_pool_clients_waiting` | gauge | database, user | clients waiting for a backend |
-//! | `pgharbor_pool_paused` | gauge | database, user | 1 while PAUSEd |
-//! | `pgharbor_clients` | gauge | state | logged-in clients: negotiating, authenticating, waiting, active, closing |
-//!
-//! Label values: `transport` is `unix`, `tcp-loopback` or `tcp`; `tls` is
-//! `true` or `false`; `side` is `client` or `server` (transfer is counted on
-//! both: a server series is the traffic of sessions on backends of that
-//! class). A class appears once a connection of it has been seen.
-//!
-//! Histograms are converted from the hdrhistogram the stats keep (1 %
-//! precision): a value is put in the first bucket whose bound is at least
-//! the lowest value it is equivalent to, and `_sum` adds each recorded value
-//! at the histogram's precision.
+//! The pooler's state as metric families: a [`Collector`] that copies it
+//! out at scrape time, and the conversion of the stats' hdrhistograms into
+//! Prometheus histograms.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::fmt;
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use hdrhistogram::Histogram;
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::prometheus_text;
 use prometheus_client::encoding::{
@@ -66,9 +18,6 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use crate::client::ClientState;
 use crate::pool::ServerState;
@@ -90,109 +39,6 @@ const CLIENT_STATES: [ClientState; 5] = [
     ClientState::Active,
     ClientState::Closing,
 ];
-/// Longest wait for a scraper's request headers.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long shutdown waits for scrapes in progress.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Binds `addr` and serves `/metrics` until `shutdown` is cancelled.
-pub async fn serve(
-    addr: SocketAddr,
-    pooler: Arc<Pooler>,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
-    serve_on(listener, pooler, shutdown).await
-}
-
-/// Serves `/metrics` on a bound listener until `shutdown` is cancelled, then
-/// lets scrapes in progress finish (for up to 5 s). Binding first lets the
-/// caller refuse to start when the address is taken.
-pub async fn serve_on(
-    listener: TcpListener,
-    pooler: Arc<Pooler>,
-    shutdown: CancellationToken,
-) -> std::io::Result<()> {
-    let metrics = Arc::new(Metrics::new(pooler));
-    let conns = TaskTracker::new();
-    tracing::info!(addr = ?listener.local_addr().ok(), "metrics endpoint listening");
-    loop {
-        let tcp = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(e) => {
-                    // Out of descriptors and the like: the endpoint stays up.
-                    tracing::warn!(error = %e, "metrics endpoint: accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-        };
-        conns.spawn(connection(tcp, metrics.clone(), shutdown.clone()));
-    }
-    conns.close();
-    let _ = tokio::time::timeout(DRAIN_TIMEOUT, conns.wait()).await;
-    Ok(())
-}
-
-/// One scraper's HTTP/1 connection.
-async fn connection(
-    tcp: tokio::net::TcpStream,
-    metrics: Arc<Metrics>,
-    shutdown: CancellationToken,
-) {
-    let service = service_fn(move |req| {
-        let metrics = metrics.clone();
-        async move { Ok::<_, Infallible>(respond(&req, &metrics)) }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
-        .serve_connection(TokioIo::new(tcp), service);
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = shutdown.cancelled() => {
-            conn.as_mut().graceful_shutdown();
-            conn.await
-        }
-    };
-    if let Err(e) = result {
-        tracing::debug!(error = %e, "metrics endpoint: connection ended");
-    }
-}
-
-fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    let reply = |status: StatusCode, body: String| {
-        let mut r = Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = status;
-        r
-    };
-    if req.uri().path() != "/metrics" {
-        return reply(StatusCode::NOT_FOUND, "try /metrics\n".into());
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into());
-        r.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
-        return r;
-    }
-    match metrics.encode() {
-        Ok(text) => {
-            let mut r = reply(StatusCode::OK, text);
-            r.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static(prometheus_text::CONTENT_TYPE),
-            );
-            r
-        }
-        Err(fmt::Error) => reply(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "encoding failed\n".into(),
-        ),
-    }
-}
 
 /// The metrics of one pooler, read afresh by every [`Metrics::encode`].
 pub struct Metrics {
@@ -579,13 +425,13 @@ fn buckets(h: &Histogram<u64>, bounds: &[u64], per_unit: f64) -> (Vec<(f64, u64)
     let buckets = bounds.iter().map(|b| *b as f64 / per_unit).zip(counts);
     (buckets.collect(), sum / per_unit)
 }
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
     use crate::tls::Transport;
     use prometheus_parse::{Sample, Scrape, Value};
+    use std::time::Duration;
 
     /// A workload: 3 plain socket logins (2 on reused backends), 1 TLS
     /// loopback login, failures on both sides, 2 backend connects, traffic.
@@ -692,7 +538,7 @@ mod tests {
             .filter_map(|l| l.strip_prefix("# TYPE "))
             .filter_map(|l| l.split(' ').next())
             .collect();
-        let documented: Vec<&str> = include_str!("metrics.rs")
+        let documented: Vec<&str> = include_str!("mod.rs")
             .lines()
             .filter_map(|l| l.strip_prefix("//! | `"))
             .filter_map(|l| l.split('`').next())
