@@ -14,6 +14,8 @@ use tokio::net::{TcpStream, UnixStream};
 
 use crate::auth::ScramKeys;
 use crate::config::BackendHost;
+use bytes::BytesMut;
+
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
@@ -224,6 +226,8 @@ pub struct Backend {
     pub clients_served: u64,
     /// Statements the pooler sent itself whose replies are still unread.
     pub pending_replies: usize,
+    /// Statements the pooler queued but has not written yet.
+    pub queued: BytesMut,
 }
 
 impl Backend {
@@ -247,6 +251,7 @@ impl Backend {
             timings: BackendTimings::default(),
             clients_served: 0,
             pending_replies: 0,
+            queued: BytesMut::new(),
         }
     }
 

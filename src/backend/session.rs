@@ -1,7 +1,6 @@
 //! Work the pooler itself does on a backend between clients: running the
 //! reset query and applying a client's session parameters.
 
-use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWriteExt};
 
 use super::{Backend, BackendError, ParamSet, ServerError, MAX_INSPECTED};
@@ -120,20 +119,27 @@ impl Backend {
     /// write, without waiting; their replies are read by [`Backend::run_queries`]
     /// or at the start of the relay, never by a client.
     pub async fn send_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        self.queue_queries(queries)?;
+        let out = std::mem::take(&mut self.queued);
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(BackendError::Write)
+    }
+
+    /// Queues statements to go out in front of the next bytes written to the
+    /// server (the relay sends them with the client's first message, in one
+    /// write); their replies are read by the relay or [`Backend::run_queries`].
+    pub fn queue_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
         if self.pending_replies == 0 && (!self.scanner.at_boundary() || !self.buf.is_empty()) {
             return Err(BackendError::Protocol(
                 "backend has unread data from a previous client".into(),
             ));
         }
-        let mut out = BytesMut::with_capacity(64);
         for q in queries {
-            postgres_protocol::message::frontend::query(q, &mut out)
+            postgres_protocol::message::frontend::query(q, &mut self.queued)
                 .map_err(|e| BackendError::Protocol(e.to_string()))?;
         }
-        self.stream
-            .write_all(&out)
-            .await
-            .map_err(BackendError::Write)?;
         self.pending_replies += queries.len();
         Ok(())
     }

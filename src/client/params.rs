@@ -121,7 +121,7 @@ pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<()
         ));
     }
     if !pipelined_sql.is_empty() {
-        backend.send_queries(&[&pipelined_sql]).await?;
+        backend.queue_queries(&[&pipelined_sql])?;
         for (name, value) in wanted.iter().filter(|(n, v)| predictable(n, v)) {
             backend.params.set(name, value);
         }

@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 
 use crate::backend::{read_replies, Backend, ParamSet, TxStatus, MAX_INSPECTED};
@@ -155,11 +156,12 @@ pub async fn relay(
         params,
         tx,
         pending_replies,
+        queued,
         ..
     } = backend;
     let (mut br, mut bw) = stream.split();
     let end = {
-        let up = client_to_server(cr, &mut bw, cbuf, cscan, &progress);
+        let up = client_to_server(cr, &mut bw, cbuf, cscan, &progress, queued);
         let down = server_to_client(
             &mut br,
             cw,
@@ -189,6 +191,7 @@ async fn client_to_server(
     buf: &mut FrameBuf,
     scan: &mut Scanner,
     progress: &Progress,
+    queued: &mut BytesMut,
 ) -> RelayEnd {
     loop {
         let mut pos = 0;
@@ -237,7 +240,16 @@ async fn client_to_server(
         }
         if pos > 0 {
             progress.mark_start();
-            if let Err(e) = bw.write_all(&buf.readable()[..pos]).await {
+            let written = if queued.is_empty() {
+                bw.write_all(&buf.readable()[..pos]).await
+            } else {
+                // The pooler's queued statements ride with the client's first
+                // message: one write, one wake-up of the server.
+                queued.extend_from_slice(&buf.readable()[..pos]);
+                let out = std::mem::take(queued);
+                bw.write_all(&out).await
+            };
+            if let Err(e) = written {
                 return RelayEnd::BackendGone(format!("write to server failed: {e}"));
             }
             progress.bytes_in.fetch_add(pos as u64, Ordering::Relaxed);
