@@ -5,8 +5,12 @@
 //! [`pool`] hands out authenticated backend sessions, and [`backend`] opens
 //! and authenticates one connection to PostgreSQL. [`protocol`] is the wire
 //! format without I/O, [`auth`] the credentials and SCRAM/md5 exchanges,
-//! [`tls`] the per-transport TLS policy, [`config`] the TOML file.
+//! [`tls`] the per-transport TLS policy, [`config`] the TOML file,
+//! [`stream`] the sockets and framed reads, [`pooler`] the shared state of
+//! one running pooler, [`stats`] the overhead report's counters, [`admin`]
+//! the admin console and metrics endpoint, [`report`] `pgharbor report`.
 
+pub mod admin;
 pub mod auth;
 pub mod backend;
 pub mod client;
@@ -15,8 +19,7 @@ pub mod listener;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;
+pub mod report;
 pub mod stats;
 pub mod stream;
 pub mod tls;
-pub mod admin;
-pub mod report;

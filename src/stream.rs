@@ -23,7 +23,7 @@ pub enum Stream {
     /// TLS over either of the above.
     Tls(Box<TlsStream<Stream>>),
     /// Placeholder while the socket is handed to a TLS handshake; every I/O fails.
-    Detached,
+    Detached(Detached),
 }
 
 /// Read half borrowed from a [`Stream`]; no allocation, and no lock for plain sockets.
@@ -99,7 +99,7 @@ impl Stream {
                 let (r, w) = tokio::io::split(s.as_mut());
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
-            Stream::Detached => (ReadHalf::Detached(Detached), WriteHalf::Detached(Detached)),
+            Stream::Detached(_) => (ReadHalf::Detached(Detached), WriteHalf::Detached(Detached)),
         }
     }
 
@@ -113,7 +113,7 @@ impl Stream {
         let mut config = connector.configure().map_err(io::Error::other)?;
         config.set_verify_hostname(verify_hostname);
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
-        let plain = std::mem::replace(self, Stream::Detached);
+        let plain = std::mem::replace(self, Stream::Detached(Detached));
         let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
         if let Err(e) = std::pin::Pin::new(tls.as_mut()).connect().await {
             // OpenSSL's error stack only says "certificate verify failed"; the
@@ -139,7 +139,7 @@ impl Stream {
 
     /// Runs the server side of a TLS handshake on this socket.
     pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
-        let plain = std::mem::replace(self, Stream::Detached);
+        let plain = std::mem::replace(self, Stream::Detached(Detached));
         let ssl = openssl::ssl::Ssl::new(acceptor.context()).map_err(io::Error::other)?;
         let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
         std::pin::Pin::new(tls.as_mut())
@@ -195,52 +195,8 @@ macro_rules! delegate_write {
     };
 }
 
-/// `Stream::Detached` has no payload; route it to the failing [`Detached`] object.
-macro_rules! delegate_stream {
-    ($($variant:ident),+) => {
-        impl AsyncRead for Stream {
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut ReadBuf<'_>,
-            ) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    $(Stream::$variant(s) => Pin::new(s).poll_read(cx, buf),)+
-                    Stream::Detached => Pin::new(&mut Detached).poll_read(cx, buf),
-                }
-            }
-        }
-
-        impl AsyncWrite for Stream {
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                match self.get_mut() {
-                    $(Stream::$variant(s) => Pin::new(s).poll_write(cx, buf),)+
-                    Stream::Detached => Pin::new(&mut Detached).poll_write(cx, buf),
-                }
-            }
-
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    $(Stream::$variant(s) => Pin::new(s).poll_flush(cx),)+
-                    Stream::Detached => Poll::Ready(Ok(())),
-                }
-            }
-
-            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    $(Stream::$variant(s) => Pin::new(s).poll_shutdown(cx),)+
-                    Stream::Detached => Poll::Ready(Ok(())),
-                }
-            }
-        }
-    };
-}
-
-delegate_stream!(Tcp, Unix, Tls);
+delegate_read!(Stream, Tcp, Unix, Tls, Detached);
+delegate_write!(Stream, Tcp, Unix, Tls, Detached);
 delegate_read!(ReadHalf<'_>, Tcp, Unix, Tls, Detached);
 delegate_write!(WriteHalf<'_>, Tcp, Unix, Tls, Detached);
 
