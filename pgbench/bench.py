@@ -10,6 +10,14 @@
   bench.py free-port START
       Print the first TCP port >= START that can be bound on 127.0.0.1.
 
+  bench.py export RAW_CSV OUT_DIR
+      Write OUT_DIR/results.json (every run, the per-cell medians and the
+      ratios: pgharbor / direct, pgharbor / PgBouncer, PgBouncer / direct,
+      TLS / plain; each as the ratio of the medians and as paired per-round
+      ratios), OUT_DIR/medians.csv, and the gnuplot input for the plots:
+      OUT_DIR/plots/<workload>.dat and .gp (tps or MB/s by transport x TLS,
+      one bar per target), rendered by `gnuplot <workload>.gp` to an SVG.
+
   bench.py summarize RAW_CSV
       Print the Markdown summary of the per-run CSV written by pgbench/run:
       median tps (MB/s for bulk) per (workload, transport, target), ratios of
@@ -35,8 +43,11 @@ SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer
          "pgharbor-notls": "pgharbor (no [tls])"}
 TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain",
               "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
-WORKLOADS = {"connect": "Connect per transaction", "persistent": "Persistent",
-             "bulk": "Bulk COPY out"}
+WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per transaction, 8 clients",
+             "establish": "Establishment only (connect, authenticate, disconnect)",
+             "persistent": "Persistent", "persistent64": "Persistent, 64 clients",
+             "tpcb": "TPC-B-like", "bulk": "Bulk COPY out", "bulkselect": "Bulk SELECT"}
+BULK = ("bulk", "bulkselect")  # measured in MB/s
 POOLERS = ("pgharbor", "pgbouncer", "pgharbor-notls")
 TLS_PREFIX = "tcp-tls-"
 
@@ -104,12 +115,173 @@ def spread(xs):
 
 
 def unit(workload):
-    return "MB/s" if workload == "bulk" else "tps"
+    return "MB/s" if workload in BULK else "tps"
 
 
 def value(r):
     """The run's throughput: MB/s for bulk runs, tps otherwise."""
-    return num(r.get("mb_per_s")) if r["workload"] == "bulk" else num(r["tps"])
+    return num(r.get("mb_per_s")) if r["workload"] in BULK else num(r["tps"])
+
+
+# ------------------------------------------------- medians, ratios, export --
+
+NUMERIC = ("round", "load1_before", "ncpu", "other_cpus", "rc", "tps", "tx", "failed_tx",
+           "latency_ms", "conn_ms", "wall_s", "pooler_cpu_s", "pooler_us_per_tx", "pg_cpu_s",
+           "pgbench_cpu_s", "bytes", "mb_per_s", "pooler_s_per_gb")
+INTEGER = ("round", "ncpu", "rc", "tx", "failed_tx", "bytes")
+RATIO_PAIRS = (("pgharbor", "direct"), ("pgharbor", "pgbouncer"), ("pgbouncer", "direct"),
+               ("pgharbor", "pgharbor-notls"))
+
+
+def load_rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def typed(row):
+    """A raw.csv row with numbers as numbers and empty fields as None."""
+    out = {}
+    for k, v in row.items():
+        if k in NUMERIC:
+            x = num(v)
+            out[k] = None if x is None else int(x) if k in INTEGER and x == int(x) else x
+        else:
+            out[k] = v if v != "" else None
+    return out
+
+
+def cpu_field(workload):
+    return "pooler_s_per_gb" if workload in BULK else "pooler_us_per_tx"
+
+
+def ok_values(rows, w, t, g, field=None):
+    return [num(r[field]) if field else value(r) for r in rows
+            if (r["workload"], r["transport"], r["target"]) == (w, t, g) and r["status"] == "ok"]
+
+
+def paired_ratios(rows, w, a, b):
+    """Per-round ratios of cell a = (transport, target) to cell b in workload w, sorted."""
+    def by_round(t, g):
+        return {r["round"]: value(r) for r in rows
+                if (r["workload"], r["transport"], r["target"]) == (w, t, g) and r["status"] == "ok"}
+    x, y = by_round(*a), by_round(*b)
+    return sorted(x[k] / y[k] for k in x.keys() & y.keys() if x[k] and y[k])
+
+
+def cell_medians(rows):
+    """One dict per (workload, transport, target) cell, in display order."""
+    keys = {(r["workload"], r["transport"], r["target"]) for r in rows}
+    out = []
+    for w in ordered([k[0] for k in keys], WORKLOADS):
+        for t in ordered([k[1] for k in keys], TRANSPORTS):
+            for g in ordered([k[2] for k in keys], TARGETS):
+                if (w, t, g) not in keys:
+                    continue
+                runs = [r for r in rows if (r["workload"], r["transport"], r["target"]) == (w, t, g)]
+                vals = ok_values(rows, w, t, g)
+                s = spread(vals)
+                out.append({"workload": w, "transport": t, "target": g, "unit": unit(w),
+                            "runs": len(runs), "ok_runs": len(vals), "median": median(vals),
+                            "spread_pct": None if s is None else round(s, 2),
+                            "latency_ms": median(ok_values(rows, w, t, g, "latency_ms")),
+                            "pooler_cpu": median(ok_values(rows, w, t, g, cpu_field(w))),
+                            "pooler_cpu_unit": "s/GB" if w in BULK else "µs/tx",
+                            "flagged_runs": sum(1 for r in runs if r["flags"])})
+    return out
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def ratios(rows):
+    """pgharbor / direct, pgharbor / PgBouncer, PgBouncer / direct (and pgharbor
+    with / without [tls]) per cell, and TLS / plain per target: the ratio of the
+    medians and the paired per-round ratios (median, min, max)."""
+    med = {(c["workload"], c["transport"], c["target"]): c["median"] for c in cell_medians(rows)}
+    out = []
+
+    def add(kind, w, num_cell, den_cell):
+        if num_cell not in [(t, g) for (ww, t, g) in med if ww == w] or \
+                den_cell not in [(t, g) for (ww, t, g) in med if ww == w]:
+            return
+        p = paired_ratios(rows, w, num_cell, den_cell)
+        out.append({"kind": kind, "workload": w,
+                    "numerator": {"transport": num_cell[0], "target": num_cell[1]},
+                    "denominator": {"transport": den_cell[0], "target": den_cell[1]},
+                    "ratio_of_medians": ratio(med[(w, *num_cell)], med[(w, *den_cell)]),
+                    "paired_median": statistics.median(p) if p else None,
+                    "paired_min": p[0] if p else None, "paired_max": p[-1] if p else None,
+                    "pairs": len(p)})
+
+    for (w, t, g) in med:
+        for a, b in RATIO_PAIRS:
+            if g == a:
+                add(f"{a}/{b}", w, (t, a), (t, b))
+        if t.startswith(TLS_PREFIX):
+            add("tls/plain", w, (t, g), ("tcp", g))
+    return out
+
+
+def medians_csv(rows, path):
+    cols = ["workload", "transport", "target", "unit", "runs", "ok_runs", "median", "spread_pct",
+            "latency_ms", "pooler_cpu", "pooler_cpu_unit", "flagged_runs"]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        for c in cell_medians(rows):
+            w.writerow({k: ("" if c[k] is None else c[k]) for k in cols})
+
+
+def results_json(rows):
+    return {"runs": [typed(r) for r in rows], "medians": cell_medians(rows), "ratios": ratios(rows)}
+
+
+def plot_files(rows, outdir):
+    """gnuplot inputs: per workload a .dat (rows: transports; columns: targets;
+    '-' = not measured) and a .gp writing <workload>.svg. Returns the .gp files."""
+    os.makedirs(outdir, exist_ok=True)
+    cells = cell_medians(rows)
+    made = []
+    for w in ordered({c["workload"] for c in cells}, WORKLOADS):
+        cs = [c for c in cells if c["workload"] == w]
+        ts = ordered({c["transport"] for c in cs}, TRANSPORTS)
+        gs = ordered({c["target"] for c in cs}, TARGETS)
+        m = {(c["transport"], c["target"]): c["median"] for c in cs}
+        with open(os.path.join(outdir, f"{w}.dat"), "w") as f:
+            f.write("transport " + " ".join(f'"{TARGETS.get(g, g)}"' for g in gs) + "\n")
+            for t in ts:
+                vals = [m.get((t, g)) for g in gs]
+                f.write(f'"{TRANSPORTS.get(t, t)}" '
+                        + " ".join("-" if v is None else f"{v:.1f}" for v in vals) + "\n")
+        gp = os.path.join(outdir, f"{w}.gp")
+        with open(gp, "w") as f:
+            f.write(f"""set terminal svg size 900,500 dynamic font "sans,12"
+set output "{w}.svg"
+set title "{WORKLOADS.get(w, w)}: {unit(w)} by transport x TLS (median)"
+set ylabel "{unit(w)}"
+set yrange [0:*]
+set datafile missing "-"
+set style data histograms
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set key top right
+set grid ytics
+plot for [i=2:{len(gs) + 1}] "{w}.dat" using i:xtic(1) title columnheader(i)
+""")
+        made.append(gp)
+    return made
+
+
+def export(path, outdir):
+    import json
+    rows = load_rows(path)
+    with open(os.path.join(outdir, "results.json"), "w") as f:
+        json.dump(results_json(rows), f, indent=1, ensure_ascii=False)
+        f.write("\n")
+    medians_csv(rows, os.path.join(outdir, "medians.csv"))
+    plot_files(rows, os.path.join(outdir, "plots"))
 
 
 def summarize(path: str) -> None:
@@ -212,8 +384,13 @@ def summarize(path: str) -> None:
     # -- pooler CPU
     poolers = [g for g in POOLERS if g in targets]
     cpu_tables = [("connect", "pooler_us_per_tx", "Pooler CPU per login (connect per transaction), µs"),
+                  ("connect8", "pooler_us_per_tx", "Pooler CPU per login (connect per transaction, 8 clients), µs"),
+                  ("establish", "pooler_us_per_tx", "Pooler CPU per login (establishment only), µs"),
                   ("persistent", "pooler_us_per_tx", "Pooler CPU per transaction (persistent), µs"),
-                  ("bulk", "pooler_s_per_gb", "Pooler CPU per GB of COPY text (bulk), CPU seconds")]
+                  ("persistent64", "pooler_us_per_tx", "Pooler CPU per transaction (persistent, 64 clients), µs"),
+                  ("tpcb", "pooler_us_per_tx", "Pooler CPU per transaction (TPC-B-like), µs"),
+                  ("bulk", "pooler_s_per_gb", "Pooler CPU per GB of COPY text (bulk), CPU seconds"),
+                  ("bulkselect", "pooler_s_per_gb", "Pooler CPU per GB of result text (bulk SELECT), CPU seconds")]
     for w, field, title in cpu_tables:
         if w not in workloads or not poolers:
             continue
@@ -221,7 +398,7 @@ def summarize(path: str) -> None:
         out.append(f"### {title} (median; utime+stime from /proc/PID/stat)\n")
         out.append("| pooler | " + " | ".join(TRANSPORTS.get(t, t) for t in cols) + " |")
         out.append("| --- |" + " ---: |" * len(cols))
-        fmt = (lambda m: f"{m:.2f}") if w == "bulk" else (lambda m: f"{m:.1f}")  # noqa: E731
+        fmt = (lambda m: f"{m:.2f}") if w in BULK else (lambda m: f"{m:.1f}")  # noqa: E731
         for g in poolers:
             if not any(has(w, t, g) for t in cols):
                 continue
@@ -312,6 +489,47 @@ def summarize(path: str) -> None:
         out.extend(checks)
         out.append("")
 
+    # -- issue 6's targets: against direct PostgreSQL and PgBouncer, same run
+    checks6 = []
+    for w in ("connect", "connect8", "establish"):
+        if w not in workloads or "direct" not in targets:
+            continue
+        for t in transports:
+            if has(w, t, "pgharbor") and has(w, t, "direct"):
+                r = ratio_of(w, t, "pgharbor", "direct")
+                bar = 1.0 if t.startswith(TLS_PREFIX) else 3.0
+                what = "faster than direct" if bar == 1.0 else "several (read: ≥ 3) times direct"
+                checks6.append(f"- {w}, {TRANSPORTS.get(t, t)}: pgharbor / PostgreSQL = {fmt_ratio(med(w, t, 'pgharbor'), med(w, t, 'direct'))} "
+                               f"(paired {fmt_pair(paired(w, (t, 'pgharbor'), (t, 'direct')))}); {what}: "
+                               f"**{verdict(r, paired(w, (t, 'pgharbor'), (t, 'direct')), bar)}**")
+    for w in BULK:
+        if w not in workloads or "direct" not in targets:
+            continue
+        for t in transports:
+            if has(w, t, "pgharbor") and has(w, t, "direct"):
+                r = ratio_of(w, t, "pgharbor", "direct")
+                checks6.append(f"- {w}, {TRANSPORTS.get(t, t)}: pgharbor / PostgreSQL = {fmt_ratio(med(w, t, 'pgharbor'), med(w, t, 'direct'))} "
+                               f"(paired {fmt_pair(paired(w, (t, 'pgharbor'), (t, 'direct')))}); ≥ 0.90x: "
+                               f"**{verdict(r, paired(w, (t, 'pgharbor'), (t, 'direct')), 0.9)}**")
+    if "pgbouncer" in targets and "pgharbor" in targets:
+        below = []
+        n = 0
+        for w in workloads:
+            for t in transports:
+                r = ratio_of(w, t, "pgharbor", "pgbouncer")
+                if r is None:
+                    continue
+                n += 1
+                if r < 1.0:
+                    below.append(f"{w}/{TRANSPORTS.get(t, t)} {r:.2f}x "
+                                 f"(paired {fmt_pair(paired(w, (t, 'pgharbor'), (t, 'pgbouncer')))})")
+        checks6.append(f"- pgharbor at or above PgBouncer (ratio of medians ≥ 1.00x): {n - len(below)} of {n} cells"
+                       + (("; below: " + "; ".join(below)) if below else ""))
+    if checks6:
+        out.append("### Issue 6's targets (same run)\n")
+        out.extend(checks6)
+        out.append("")
+
     # Machine load: the machine is shared, so say how busy it was.
     loads = [num(r["load1_before"]) for r in rows]
     others = [num(r["other_cpus"]) for r in rows if num(r["other_cpus"]) is not None]
@@ -319,7 +537,7 @@ def summarize(path: str) -> None:
     failed = [r for r in rows if r["status"] != "ok"]
     out.append("### Runs and machine load\n")
     out.append(f"- {len(rows)} runs, {len(failed)} not ok, "
-               f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] != 'bulk')} "
+               f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] not in BULK)} "
                f"failed pgbench transactions, "
                f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] == 'bulk')} "
                f"incomplete COPYs in all.")
@@ -355,6 +573,8 @@ def main(argv):
         print(scram_secret(argv[1], int(argv[2])))
     elif len(argv) == 2 and argv[0] == "free-port":
         print(free_port(int(argv[1])))
+    elif len(argv) == 3 and argv[0] == "export":
+        export(argv[1], argv[2])
     elif len(argv) == 2 and argv[0] == "summarize":
         summarize(argv[1])
     else:
