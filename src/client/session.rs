@@ -1,0 +1,87 @@
+//! A logged-in client holding its backend (session pooling): the relay and
+//! the hand-back.
+
+use std::sync::Arc;
+
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{cancel, registry, relay, ClientError, ClientState, Meter, RelayEnd};
+use crate::backend::send_cancel;
+use crate::pool::Lease;
+use crate::pooler::Pooler;
+use crate::protocol::scan::Scanner;
+use crate::protocol::{FrameBuf, PgError};
+use crate::stats::Class;
+use crate::stream::Stream;
+use crate::tls::Transport;
+
+/// A logged-in client holding its backend (session pooling).
+pub(super) struct Session {
+    pub(super) lease: Lease,
+    pub(super) cancel_key: cancel::CancelKey,
+    pub(super) _permit: OwnedSemaphorePermit,
+    pub(super) entry: registry::ClientEntry,
+    pub(super) user: String,
+    pub(super) database: String,
+    pub(super) transport: Transport,
+}
+
+impl Session {
+    /// Relays until the client leaves, then returns the backend.
+    pub(super) async fn relay(
+        mut self,
+        stream: &mut Stream,
+        buf: &mut FrameBuf,
+        pooler: &Arc<Pooler>,
+    ) -> Result<(), ClientError> {
+        let mut scan = Scanner::new();
+        let shutdown = pooler.terminate_token();
+        let killed = self.lease.pool().kill_token();
+        let client_class = Class::client(self.transport, stream.is_tls());
+        let mut meter = Meter::new(&pooler.stats, client_class, self.lease.backend().class());
+        let (end, idle) = {
+            let (mut cr, mut cw) = stream.split();
+            let backend = self.lease.backend();
+            let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, backend, &mut meter);
+            tokio::select! {
+                r = relay => r,
+                _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false),
+                _ = killed.cancelled() => (RelayEnd::BackendGone("killed".into()), false),
+            }
+        };
+        meter.flush(None);
+        self.entry.set(ClientState::Closing, None);
+        self.cancel_key.slot.set(None);
+        let shutting_down = shutdown.is_cancelled() || killed.is_cancelled();
+        tracing::info!(
+            user = %self.user,
+            database = %self.database,
+            to_server = meter.total.bytes_in,
+            to_client = meter.total.bytes_out,
+            end = ?end,
+            "client session ended"
+        );
+        let clean_end = matches!(
+            end,
+            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::ClientViolation(_)
+        );
+        if !idle && clean_end {
+            // The client left mid-query: stop the query so the server does not
+            // run it to the end for nobody, then close this backend.
+            let target = self.lease.backend().cancel.clone();
+            tokio::spawn(async move {
+                let _ = send_cancel(&target).await;
+            });
+        }
+        self.lease.release(idle && clean_end && !shutting_down);
+        match end {
+            _ if shutting_down => Err(ClientError::Shutdown),
+            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::BackendFatal => Ok(()),
+            RelayEnd::ClientViolation(v) => Err(ClientError::Protocol(v)),
+            RelayEnd::BackendGone(why) => Err(ClientError::Refused(PgError::fatal(
+                "08006",
+                format!("server connection lost: {why}"),
+            ))),
+        }
+    }
+}
