@@ -56,15 +56,10 @@ impl Lease {
 
 /// Closes a backend for good instead of pooling it.
 pub(super) fn discard(obj: Object<BackendManager>, why: &str) {
-    let manager =
-        Object::pool(&obj).map(|p| (p.manager().stats.clone(), p.manager().servers.clone()));
+    // `take` detaches it from the pool (see BackendManager::detach); dropping
+    // the backend closes the socket.
     let pooled = Object::take(obj);
-    let b = &pooled.backend;
-    if let Some((stats, servers)) = manager {
-        stats.backend_closed(b.class(), b.clients_served);
-        servers.closed(b.id);
-    }
-    tracing::info!(backend = b.id, reason = why, "backend closed");
+    tracing::info!(backend = pooled.backend.id, reason = why, "backend closed");
 }
 
 impl Drop for Lease {

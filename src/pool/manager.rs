@@ -84,4 +84,13 @@ impl managed::Manager for BackendManager {
             Err(RecycleError::message("backend was not reset cleanly"))
         }
     }
+
+    /// deadpool calls this on every way out of the pool (discarded at
+    /// release, closed while idle, refused by `recycle`), so the books are
+    /// kept in one place.
+    fn detach(&self, obj: &mut Pooled) {
+        let b = &obj.backend;
+        self.stats.backend_closed(b.class(), b.clients_served);
+        self.servers.closed(b.id);
+    }
 }

@@ -227,14 +227,7 @@ impl Pool {
 
     /// Closes the backends sitting idle in the pool.
     fn close_idle(&self) {
-        let servers = self.servers().clone();
-        let stats = self.inner.manager().stats.clone();
-        self.inner.retain(|pooled, _| {
-            let b = &pooled.backend;
-            stats.backend_closed(b.class(), b.clients_served);
-            servers.closed(b.id);
-            false
-        });
+        self.inner.retain(|_, _| false);
     }
 
     /// Backends open and idle in the pool, and the configured maximum.
