@@ -49,7 +49,9 @@ struct Console<'a> {
     user: &'a str,
 }
 
-/// Runs a console session; see [`super::serve`].
+/// Runs an admin console session for an authenticated `user`. `reply` holds
+/// what must precede AuthenticationOk (a SCRAM server-final message). A user
+/// not in `admin.users` gets FATAL 28000, which the caller sends.
 pub async fn run(
     stream: &mut Stream,
     buf: &mut FrameBuf,

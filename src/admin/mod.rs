@@ -25,24 +25,5 @@ pub mod rows;
 pub mod show;
 pub mod sockets;
 
-use std::sync::Arc;
-
-use bytes::BytesMut;
-
-use crate::client::ClientError;
-use crate::pooler::Pooler;
-use crate::protocol::FrameBuf;
-use crate::stream::Stream;
-
-/// Runs an admin console session for an authenticated `user`. `reply` holds
-/// what must precede AuthenticationOk (a SCRAM server-final message). A user
-/// not in `admin.users` gets FATAL 28000, which the caller sends.
-pub async fn serve(
-    stream: &mut Stream,
-    buf: &mut FrameBuf,
-    pooler: &Arc<Pooler>,
-    user: &str,
-    reply: BytesMut,
-) -> Result<(), ClientError> {
-    console::run(stream, buf, pooler, user, reply).await
-}
+/// Runs an admin console session for an authenticated user (see [`console::run`]).
+pub use console::run as serve;
