@@ -312,3 +312,45 @@ fn backend_key_data_is_the_poolers_own_and_stale_keys_cancel_nothing() {
         second.terminate();
     }
 }
+
+/// A backend opened for one application keeps that application_name across
+/// resets (so its next client needs no SET); a client that names none still
+/// sees '' there, in ParameterStatus and in the session, as on a direct login.
+#[test]
+fn application_name_follows_each_client_on_a_reused_backend() {
+    let pg = PgCluster::shared();
+    let pooler = one_backend(pg);
+    for t in [Transport::Unix, Transport::Tcp] {
+        let ep = pooler.endpoint(t);
+        let (mut first, s1) = raw_login(&ep, &[("application_name", "first_app")]);
+        assert_eq!(
+            s1.params.get("application_name").map(String::as_str),
+            Some("first_app")
+        );
+        let pid = backend_pid(&mut first);
+        first.terminate();
+
+        let (mut plain, s2) = raw_login(&ep, &[]);
+        assert_eq!(
+            s2.params.get("application_name").map(String::as_str),
+            Some("")
+        );
+        assert_eq!(
+            backend_pid(&mut plain),
+            pid,
+            "pool_size 1: the same backend"
+        );
+        let shown = plain.query("SHOW application_name");
+        assert_eq!(shown.scalar().as_deref(), Some(""), "{shown:?}");
+        plain.terminate();
+
+        let (mut again, s3) = raw_login(&ep, &[("application_name", "first_app")]);
+        assert_eq!(
+            s3.params.get("application_name").map(String::as_str),
+            Some("first_app")
+        );
+        let shown = again.query("SHOW application_name");
+        assert_eq!(shown.scalar().as_deref(), Some("first_app"), "{shown:?}");
+        again.terminate();
+    }
+}

@@ -228,6 +228,9 @@ pub struct Backend {
     pub pending_replies: usize,
     /// Statements the pooler queued but has not written yet.
     pub queued: BytesMut,
+    /// The startup packet carried a client's application_name (a pool hint),
+    /// so a client that sends none must be given `''` explicitly.
+    pub hinted_app_name: bool,
 }
 
 impl Backend {
@@ -252,6 +255,7 @@ impl Backend {
             clients_served: 0,
             pending_replies: 0,
             queued: BytesMut::new(),
+            hinted_app_name: false,
         }
     }
 

@@ -188,7 +188,9 @@ async fn acquire(
         pooler.lend_scram_keys(&pool, user, secret, success);
     }
     let wait_started = Instant::now();
-    let mut lease = pool.acquire(client_id).await?;
+    let mut lease = pool
+        .acquire(client_id, startup.get("application_name"))
+        .await?;
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), startup).await?;

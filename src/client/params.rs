@@ -94,7 +94,12 @@ fn predictable(name: &str, value: &str) -> bool {
 /// of the relay); the others are waited for, so that a refused value fails
 /// the login as it would on PostgreSQL and the client sees canonical values.
 pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<(), ClientError> {
-    let wanted = requested(startup)?;
+    let mut wanted = requested(startup)?;
+    // A backend opened with another client's application_name keeps it
+    // across resets; a client that sent none sees '' as on a direct login.
+    if backend.hinted_app_name && !wanted.iter().any(|(k, _)| k == "application_name") {
+        wanted.push(("application_name".into(), String::new()));
+    }
     let mut sync_sql = String::new();
     let mut pipelined_sql = String::new();
     for (name, value) in &wanted {

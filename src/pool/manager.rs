@@ -1,6 +1,6 @@
 //! The deadpool manager: opens backends and vets them on checkout.
 
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
@@ -31,6 +31,11 @@ pub struct BackendManager {
     pub(super) stats: Arc<Stats>,
     /// Every open backend of this pool, for SHOW SERVERS.
     pub(super) servers: Arc<ServerRegistry>,
+    /// application_name of the client waiting now. A backend opened with it
+    /// in its startup packet comes back to it after every DISCARD ALL, so
+    /// clients of one application need no SET at login (PgBouncer does the
+    /// same). Only a hint: a client with another name still gets its SET.
+    pub(super) app_name_hint: Mutex<Option<String>>,
 }
 
 impl managed::Manager for BackendManager {
@@ -39,19 +44,24 @@ impl managed::Manager for BackendManager {
 
     async fn create(&self) -> Result<Pooled, BackendError> {
         let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
-        let connect = Backend::connect(
-            self.target.clone(),
-            &self.tls,
-            &creds,
-            &self.startup_params,
-            &self.cache,
-        );
+        let mut params = self.startup_params.clone();
+        let hint = self.app_name_hint.lock().ok().and_then(|h| h.clone());
+        let mut hinted = false;
+        if let Some(name) = hint {
+            if !params.iter().any(|(k, _)| k == "application_name") {
+                params.push(("application_name".into(), name));
+                hinted = true;
+            }
+        }
+        let connect =
+            Backend::connect(self.target.clone(), &self.tls, &creds, &params, &self.cache);
         let result = match tokio::time::timeout(self.connect_timeout, connect).await {
             Ok(r) => r,
             Err(_) => Err(BackendError::Timeout(self.target.describe())),
         };
         match result {
-            Ok(backend) => {
+            Ok(mut backend) => {
+                backend.hinted_app_name = hinted;
                 self.stats
                     .backend_connect(backend.class(), &backend.connect_phases());
                 self.servers.opened(&backend);

@@ -105,6 +105,7 @@ impl Pool {
             startup_params: settings.startup_params,
             stats: settings.stats,
             servers: Arc::new(ServerRegistry::default()),
+            app_name_hint: Mutex::new(None),
         };
         let inner = managed::Pool::builder(manager)
             .max_size(settings.size)
@@ -131,7 +132,16 @@ impl Pool {
 
     /// Waits (first come, first served, and not while paused) for a clean
     /// backend for client `client_id`.
-    pub async fn acquire(self: &Arc<Self>, client_id: u64) -> Result<Lease, AcquireError> {
+    pub async fn acquire(
+        self: &Arc<Self>,
+        client_id: u64,
+        app_name: Option<&str>,
+    ) -> Result<Lease, AcquireError> {
+        if let Ok(mut hint) = self.inner.manager().app_name_hint.lock() {
+            if hint.as_deref() != app_name {
+                *hint = app_name.map(str::to_string);
+            }
+        }
         self.waiting.fetch_add(1, Ordering::Relaxed);
         let got = tokio::time::timeout(self.wait_timeout, self.wait_and_get()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
