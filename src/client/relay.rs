@@ -114,13 +114,15 @@ impl<'a> Meter<'a> {
         }
     }
 
-    fn exchange_done(&mut self, busy: Option<Duration>) {
-        if let Some(busy) = busy {
+    fn exchange_done(&mut self, progress: &Progress) {
+        if let Some(busy) = progress.take_exchange() {
             self.pending.exchange(self.exchange_bytes, busy);
         }
         self.exchange_bytes = 0;
         if self.last_flush.elapsed() >= FLUSH_INTERVAL {
-            self.flush(None);
+            // Bytes in must go with bytes out, or a long session's rate
+            // would show only one direction until it ends.
+            self.flush(Some(&progress.bytes_in));
         }
     }
 
@@ -314,7 +316,7 @@ async fn server_to_client(
                             // Everything asked has been answered: one exchange.
                             meter.exchange_bytes += (end - counted) as u64;
                             counted = end;
-                            meter.exchange_done(progress.take_exchange());
+                            meter.exchange_done(progress);
                         }
                     } else if tag == b'S' {
                         params.apply_status(body);
