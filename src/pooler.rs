@@ -8,8 +8,10 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::{new_mock_seed, AuthFile, SaltedPasswordCache, ScramKeys, ScramSuccess, Secret};
-use crate::backend::{BackendTarget, Credentials, ScramPassthrough};
+use crate::auth::{
+    new_mock_seed, AuthFile, SaltedPasswordCache, ScramCredential, ScramSuccess, Secret,
+};
+use crate::backend::{BackendTarget, Credentials};
 use crate::client::cancel::CancelRegistry;
 use crate::client::registry::ClientRegistry;
 use crate::client::ClientError;
@@ -246,13 +248,6 @@ impl Pooler {
         if pool.key.user != client_user {
             return;
         }
-        pool.lend_scram_keys(ScramPassthrough {
-            salt: s.salt.clone(),
-            iterations: s.iterations,
-            keys: ScramKeys {
-                client_key: success.client_key,
-                server_key: s.server_key,
-            },
-        });
+        pool.lend_scram_keys(ScramCredential::passthrough(s, success.client_key));
     }
 }

@@ -11,7 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::session::{parse_error_fields, TxStatus};
 use super::{Backend, BackendError, BackendTarget, CancelTarget, Credentials, MAX_INSPECTED};
 use crate::auth::{
-    md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramKeys,
+    md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramCredential,
+    ScramKeys, ServerFirst,
 };
 use crate::config::BackendHost;
 use crate::protocol::{be_u32, frontend::split_cstr};
@@ -193,7 +194,7 @@ async fn authenticate(
                 let first = client
                     .handle_server_first(&body[4..])
                     .map_err(|e| BackendError::Auth(e.to_string()))?;
-                let keys = scram_keys(user, creds, cache, &first.salt, first.iterations).await?;
+                let keys = scram_keys(user, creds, cache, &first).await?;
                 let fin = client
                     .client_final(&keys)
                     .map_err(|e| BackendError::Auth(e.to_string()))?;
@@ -230,19 +231,18 @@ fn sasl_offers(mut list: &[u8], wanted: &str) -> bool {
     false
 }
 
-/// SCRAM keys for the server's salt: from passthrough keys if they match, else
-/// PBKDF2 on the password — cached, and off the async workers on a miss.
+/// SCRAM keys for the server's salt: the passthrough keys if they fit, else
+/// the password's, through [`ScramCredential::keys`] (which also refuses an
+/// absurd iteration count a hostile server could ask for) — cached, and off
+/// the async workers when PBKDF2 has to run.
 async fn scram_keys(
     user: &str,
     creds: &Credentials,
     cache: &Arc<SaltedPasswordCache>,
-    salt: &[u8],
-    iterations: u32,
+    first: &ServerFirst,
 ) -> Result<ScramKeys, BackendError> {
-    if let Some(p) = &creds.scram {
-        if p.salt == salt && p.iterations == iterations {
-            return Ok(p.keys);
-        }
+    if let Some(Ok(keys)) = creds.scram.as_ref().map(|c| c.keys(user, first, cache)) {
+        return Ok(keys);
     }
     let Some(pw) = &creds.password else {
         let why = if creds.scram.is_some() {
@@ -254,13 +254,15 @@ async fn scram_keys(
             "cannot answer the server's SCRAM challenge for user \"{user}\": {why}"
         )));
     };
-    if let Some(keys) = cache.get_cached(user, pw, salt, iterations) {
+    if let Some(keys) = cache.get_cached(user, pw, &first.salt, first.iterations) {
         return Ok(keys);
     }
-    let (cache, user, pw, salt) = (cache.clone(), user.to_string(), pw.clone(), salt.to_vec());
-    tokio::task::spawn_blocking(move || cache.keys(&user, &pw, &salt, iterations))
+    let credential = ScramCredential::Password(pw.clone());
+    let (cache, user, first) = (cache.clone(), user.to_string(), first.clone());
+    tokio::task::spawn_blocking(move || credential.keys(&user, &first, &cache))
         .await
-        .map_err(|e| BackendError::Auth(format!("SCRAM key derivation failed: {e}")))
+        .map_err(|e| BackendError::Auth(format!("SCRAM key derivation failed: {e}")))?
+        .map_err(|e| BackendError::Auth(e.to_string()))
 }
 
 /// Collects ParameterStatus and BackendKeyData up to the first ReadyForQuery.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::auth::ScramKeys;
+use crate::auth::ScramCredential;
 use crate::config::BackendHost;
 use bytes::BytesMut;
 
@@ -90,18 +90,6 @@ impl BackendTarget {
     }
 }
 
-/// SCRAM keys for a backend login without a password: recovered from a
-/// client's proof, valid only for the salt and iteration count they came from.
-#[derive(Clone)]
-pub struct ScramPassthrough {
-    /// Salt of the secret the keys belong to.
-    pub salt: Vec<u8>,
-    /// Iteration count of that secret.
-    pub iterations: u32,
-    /// ClientKey and ServerKey.
-    pub keys: ScramKeys,
-}
-
 /// What the pooler can prove to PostgreSQL for one role. Never logged.
 #[derive(Clone, Default)]
 pub struct Credentials {
@@ -109,8 +97,8 @@ pub struct Credentials {
     pub password: Option<String>,
     /// An md5 hash (`md5...`) from the auth file.
     pub md5_hash: Option<String>,
-    /// Keys recovered from a client's SCRAM proof.
-    pub scram: Option<ScramPassthrough>,
+    /// Keys recovered from a client's SCRAM proof ([`ScramCredential::passthrough`]).
+    pub scram: Option<ScramCredential>,
 }
 
 impl std::fmt::Debug for Credentials {

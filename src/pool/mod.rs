@@ -27,7 +27,8 @@ pub use registry::PoolRegistry;
 pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{BackendError, BackendTarget, Credentials, ScramPassthrough};
+use crate::auth::ScramCredential;
+use crate::backend::{BackendError, BackendTarget, Credentials};
 use crate::stats::Stats;
 use crate::tls::BackendTls;
 
@@ -124,7 +125,7 @@ impl Pool {
     }
 
     /// Records SCRAM keys a client's proof revealed, for backends opened from now on.
-    pub fn lend_scram_keys(&self, keys: ScramPassthrough) {
+    pub fn lend_scram_keys(&self, keys: ScramCredential) {
         if let Ok(mut c) = self.inner.manager().creds.write() {
             c.scram = Some(keys);
         }
