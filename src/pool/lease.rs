@@ -54,6 +54,24 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// Returns a backend that is idle at a message boundary without running
+    /// the reset query: in transaction and statement mode the next client
+    /// must find the session state (prepared statements, parameters) the
+    /// pooler keeps track of, and a reset per transaction would double the
+    /// round trips.
+    pub fn hand_back(mut self) {
+        let Some(mut obj) = self.obj.take() else {
+            return;
+        };
+        obj.clean = true;
+        self.pool
+            .servers()
+            .set_state(obj.backend.id, ServerState::Idle, None);
+        drop(obj);
+    }
+}
+
 /// Closes a backend for good instead of pooling it.
 pub(super) fn discard(obj: Object<BackendManager>, why: &str) {
     // `take` detaches it from the pool (see BackendManager::detach); dropping
