@@ -144,6 +144,69 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         "30s",
         false,
     );
+    let count = |n: usize| n.to_string();
+    add("pool.min_pool_size", count(p.min_pool_size), "0", false);
+    add(
+        "pool.reserve_pool_size",
+        count(p.reserve_pool_size),
+        "0",
+        false,
+    );
+    add(
+        "pool.reserve_pool_timeout",
+        dur(p.reserve_pool_timeout),
+        "5s",
+        false,
+    );
+    add(
+        "pool.max_db_connections",
+        count(p.max_db_connections),
+        "0",
+        false,
+    );
+    add(
+        "pool.max_user_connections",
+        count(p.max_user_connections),
+        "0",
+        false,
+    );
+    add(
+        "pool.server_idle_timeout",
+        dur(p.server_idle_timeout),
+        "10m",
+        false,
+    );
+    add("pool.server_lifetime", dur(p.server_lifetime), "1h", false);
+    add(
+        "pool.server_check_delay",
+        dur(p.server_check_delay),
+        "30s",
+        false,
+    );
+    add(
+        "pool.server_check_query",
+        p.server_check_query.clone(),
+        "SELECT 1",
+        false,
+    );
+    add(
+        "pool.idle_transaction_timeout",
+        dur(p.idle_transaction_timeout),
+        "0s",
+        false,
+    );
+    add(
+        "pool.max_prepared_statements",
+        count(p.max_prepared_statements),
+        "200",
+        false,
+    );
+    add(
+        "pool.track_parameters",
+        p.track_parameters.join(", "),
+        "",
+        false,
+    );
     add("admin.users", c.admin.users.join(", "), "", true);
     for (name, db) in &c.databases {
         let key = |k: &str| format!("databases.{name}.{k}");
@@ -157,6 +220,40 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         );
         let mode = db.pool_mode.map(|m| m.to_string()).unwrap_or_default();
         add(&key("pool_mode"), mode, p.mode.as_str(), true);
+        let opt = |n: Option<usize>| n.map(|n| n.to_string()).unwrap_or_default();
+        add(
+            &key("min_pool_size"),
+            opt(db.min_pool_size),
+            &count(p.min_pool_size),
+            false,
+        );
+        add(
+            &key("reserve_pool_size"),
+            opt(db.reserve_pool_size),
+            &count(p.reserve_pool_size),
+            false,
+        );
+        add(
+            &key("max_db_connections"),
+            opt(db.max_db_connections),
+            &count(p.max_db_connections),
+            false,
+        );
+    }
+    for (name, user) in &c.users {
+        let key = |k: &str| format!("users.{name}.{k}");
+        let mode = user.pool_mode.map(|m| m.to_string()).unwrap_or_default();
+        add(&key("pool_mode"), mode, "", true);
+        let max = user
+            .max_user_connections
+            .map(|n| n.to_string())
+            .unwrap_or_default();
+        add(
+            &key("max_user_connections"),
+            max,
+            &count(p.max_user_connections),
+            false,
+        );
     }
     rs
 }
@@ -224,7 +321,7 @@ pub fn databases(pooler: &Pooler, _: &Authorized) -> ResultSet {
             Value::Int(0),
             // Backends are kept until they break; PgBouncer's 0 would mean "use once".
             Value::Null,
-            c.pool_mode_for(name).as_str().into(),
+            db.pool_mode.unwrap_or(c.pool.mode).as_str().into(),
             Value::Null,
             // 0 = no limit per database, as in PgBouncer.
             Value::Int(0),
@@ -298,7 +395,9 @@ pub fn pools(pooler: &Pooler, _: &Authorized) -> ResultSet {
             zero(),
             zero(),
             zero(),
-            c.pool_mode_for(&pool.key.database).as_str().into(),
+            c.pool_mode_for(&pool.key.database, &pool.key.user)
+                .as_str()
+                .into(),
             Value::Null,
         ]);
     }

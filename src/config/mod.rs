@@ -21,11 +21,13 @@ use crate::tls::{SslMode, Transport};
 
 mod conninfo;
 mod files;
+mod pool;
 mod raw;
 mod validate;
 
 pub use conninfo::ConnInfoError;
 pub use files::{FileProblem, Severity};
+pub use pool::TRACKED_PARAMETERS;
 
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
 pub const ADMIN_DATABASE: &str = "pgharbor";
@@ -109,20 +111,6 @@ impl Config {
     pub fn database(&self, name: &str) -> Option<&DatabaseConfig> {
         self.databases.get(name)
     }
-
-    /// Pool size of database `name`: its override or `pool.default_pool_size`.
-    pub fn pool_size_for(&self, name: &str) -> usize {
-        self.database(name)
-            .and_then(|db| db.pool_size)
-            .unwrap_or(self.pool.default_pool_size)
-    }
-
-    /// Pool mode of database `name`: its override or `pool.mode`.
-    pub fn pool_mode_for(&self, name: &str) -> PoolMode {
-        self.database(name)
-            .and_then(|db| db.pool_mode)
-            .unwrap_or(self.pool.mode)
-    }
 }
 
 impl ListenConfig {
@@ -167,6 +155,8 @@ pub struct Config {
     pub admin: AdminConfig,
     /// `[databases.NAME]`, by name.
     pub databases: BTreeMap<String, DatabaseConfig>,
+    /// `[users.NAME]`, by role name.
+    pub users: BTreeMap<String, UserConfig>,
 }
 
 /// `[listen]`: sockets the pooler accepts clients on.
@@ -260,6 +250,39 @@ pub struct PoolConfig {
     pub server_reset_query: String,
     /// How long SIGTERM waits for sessions to end. Default 30s.
     pub shutdown_timeout: Duration,
+    /// Backends each pool keeps open ahead of demand (capped at the pool
+    /// size). Default 0.
+    pub min_pool_size: usize,
+    /// Extra backends a pool may open for clients that waited
+    /// `reserve_pool_timeout`. Default 0.
+    pub reserve_pool_size: usize,
+    /// How long a client waits before a reserve backend may serve it;
+    /// zero turns the reserve off (as in PgBouncer). Default 5s.
+    pub reserve_pool_timeout: Duration,
+    /// Backends per database, all users together; 0 = no limit. Default 0.
+    pub max_db_connections: usize,
+    /// Backends per user, all databases together; 0 = no limit. Default 0.
+    pub max_user_connections: usize,
+    /// Idle backends unused this long are closed (down to `min_pool_size`);
+    /// zero = never. Default 600s.
+    pub server_idle_timeout: Duration,
+    /// Backends older than this are closed when released, never while lent
+    /// out; zero = never. Default 3600s.
+    pub server_lifetime: Duration,
+    /// A backend idle longer than this runs `server_check_query` before it
+    /// is handed out; zero = always. Default 30s.
+    pub server_check_delay: Duration,
+    /// The check; `""` = no check. Default `SELECT 1`.
+    pub server_check_query: String,
+    /// A client idle inside a transaction this long is disconnected; zero =
+    /// never. Enforced by the client session. Default 0.
+    pub idle_transaction_timeout: Duration,
+    /// Protocol-level prepared statements kept per backend in transaction
+    /// and statement mode; 0 = the pooler does not manage them. Default 200.
+    pub max_prepared_statements: usize,
+    /// Startup parameters followed per client in transaction mode besides
+    /// the built-in [`TRACKED_PARAMETERS`]; lower-cased. Default empty.
+    pub track_parameters: Vec<String>,
 }
 
 /// `[admin]`: the admin console.
@@ -278,8 +301,25 @@ pub struct DatabaseConfig {
     pub conninfo: ConnInfo,
     /// Overrides `pool.default_pool_size`.
     pub pool_size: Option<usize>,
-    /// Overrides `pool.mode`.
+    /// Overrides `pool.mode` (a `[users.NAME]` pool_mode wins over it).
     pub pool_mode: Option<PoolMode>,
+    /// Overrides `pool.min_pool_size`.
+    pub min_pool_size: Option<usize>,
+    /// Overrides `pool.reserve_pool_size`.
+    pub reserve_pool_size: Option<usize>,
+    /// Overrides `pool.max_db_connections` (0 = no limit).
+    pub max_db_connections: Option<usize>,
+}
+
+/// `[users.NAME]`: settings for one role.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UserConfig {
+    /// Pool mode of clients logging in as this user; overrides the
+    /// database's and `pool.mode`.
+    pub pool_mode: Option<PoolMode>,
+    /// Backends logging in to PostgreSQL as this user, all databases
+    /// together; overrides `pool.max_user_connections` (0 = no limit).
+    pub max_user_connections: Option<usize>,
 }
 
 /// Where a backend lives.

@@ -29,6 +29,8 @@ pub(super) struct RawConfig {
     pub admin: RawAdmin,
     #[serde(default)]
     pub databases: BTreeMap<String, RawDatabase>,
+    #[serde(default)]
+    pub users: BTreeMap<String, RawUser>,
 }
 
 /// `[listen]`
@@ -73,6 +75,18 @@ pub(super) struct RawPool {
     pub server_connect_timeout: Option<String>,
     pub server_reset_query: Option<String>,
     pub shutdown_timeout: Option<String>,
+    pub min_pool_size: Option<i64>,
+    pub reserve_pool_size: Option<i64>,
+    pub reserve_pool_timeout: Option<String>,
+    pub max_db_connections: Option<i64>,
+    pub max_user_connections: Option<i64>,
+    pub server_idle_timeout: Option<String>,
+    pub server_lifetime: Option<String>,
+    pub server_check_delay: Option<String>,
+    pub server_check_query: Option<String>,
+    pub idle_transaction_timeout: Option<String>,
+    pub max_prepared_statements: Option<i64>,
+    pub track_parameters: Option<Vec<String>>,
 }
 
 /// `[admin]`
@@ -90,6 +104,17 @@ pub(super) struct RawDatabase {
     pub conninfo: Option<String>,
     pub pool_size: Option<i64>,
     pub pool_mode: Option<String>,
+    pub min_pool_size: Option<i64>,
+    pub reserve_pool_size: Option<i64>,
+    pub max_db_connections: Option<i64>,
+}
+
+/// `[users.NAME]`
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table")]
+pub(super) struct RawUser {
+    pub pool_mode: Option<String>,
+    pub max_user_connections: Option<i64>,
 }
 
 /// Deserializes `text`, turning toml/serde errors into errors that name

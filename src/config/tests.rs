@@ -156,7 +156,7 @@ fn full_config() {
     );
     assert_eq!((other.pool_size, other.pool_mode), (None, None));
     assert_eq!(c.pool_size_for("my.db"), 5);
-    assert_eq!(c.pool_mode_for("my.db"), PoolMode::Session);
+    assert_eq!(c.pool_mode_for("my.db", "anyone"), PoolMode::Session);
 
     let debug = format!("{c:?}");
     assert!(!debug.contains("hunter2"), "password leaked: {debug}");
@@ -257,8 +257,6 @@ fn impossible_values_name_their_key() {
         ("[tls]\nsocketsslmode = \"prefer\"", "tls.socketsslmode: \"prefer\" needs tls.cert_file and tls.key_file"),
         ("[tls]\nloopbacksslmode = \"allow\"", "tls.loopbacksslmode: \"allow\" needs tls.cert_file"),
         ("[tls]\nmin_protocol_version = \"TLSv1.3\"", "tls.min_protocol_version: invalid value \"TLSv1.3\" (expected one of \"TLSv1\", \"TLSv1.1\", \"TLSv1.2\")"),
-        ("[pool]\nmode = \"transaction\"", "pool.mode: \"transaction\" is not implemented yet (session only)"),
-        ("[pool]\nmode = \"statement\"", "pool.mode: \"statement\" is not implemented yet (session only)"),
         ("[pool]\nmode = \"Session\"", "pool.mode: invalid value \"Session\""),
         ("[pool]\ndefault_pool_size = 0", "pool.default_pool_size: must be at least 1, not 0"),
         ("[pool]\ndefault_pool_size = -5", "pool.default_pool_size: must be at least 1, not -5"),
@@ -269,7 +267,7 @@ fn impossible_values_name_their_key() {
         ("[databases.app]\nconninfo = \"port=abc\"", "databases.app.conninfo: invalid port \"abc\""),
         ("[databases.app]\nconninfo = \"dbname='x\"", "databases.app.conninfo: unterminated quoted string"),
         ("[databases.app]\nconninfo = \"\"\npool_size = 0", "databases.app.pool_size: must be at least 1, not 0"),
-        ("[databases.app]\nconninfo = \"\"\npool_mode = \"transaction\"", "databases.app.pool_mode: \"transaction\" is not implemented yet (session only)"),
+        ("[databases.app]\nconninfo = \"\"\npool_mode = \"Transaction\"", "databases.app.pool_mode: invalid value \"Transaction\" (expected one of \"session\", \"transaction\", \"statement\")"),
         ("[databases.pgharbor]\nconninfo = \"\"", "databases.pgharbor: the name \"pgharbor\" is reserved for the admin console"),
         ("[databases.\"\"]\nconninfo = \"\"", "databases.\"\": database name must not be empty"),
         ("[databases.\"a b\"]\nconninfo = \"port=0\"", "databases.\"a b\".conninfo: invalid port \"0\""),

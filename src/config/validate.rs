@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawPool, RawTls};
+use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
 use super::{
-    AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, PoolConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE,
+    pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
+    ListenConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE,
 };
 use crate::tls::SslMode;
 
@@ -36,7 +36,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
     let listen = listen(raw.listen, &resolve)?;
     let tls = tls(raw.tls, &resolve)?;
     let auth = auth(raw.auth, &resolve)?;
-    let pool = pool(raw.pool)?;
+    let pool = pool::pool(raw.pool)?;
     let metrics_listen = match raw.admin.metrics_listen.as_deref() {
         None | Some("") => None,
         Some(addr) => Some(addr.parse::<std::net::SocketAddr>().map_err(|_| {
@@ -55,6 +55,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         let validated = database(&name, db, &resolve)?;
         databases.insert(name, validated);
     }
+    let users = pool::users(raw.users)?;
     Ok(Config {
         path: path.to_path_buf(),
         listen,
@@ -63,6 +64,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         pool,
         admin,
         databases,
+        users,
     })
 }
 
@@ -234,39 +236,6 @@ fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig
     Ok(AuthConfig { method, auth_file })
 }
 
-fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
-    let mode = match raw.mode {
-        None => PoolMode::Session,
-        Some(m) => pool_mode("pool.mode", &m)?,
-    };
-    Ok(PoolConfig {
-        mode,
-        default_pool_size: at_least_one("pool.default_pool_size", raw.default_pool_size, 20)?,
-        max_client_conn: at_least_one("pool.max_client_conn", raw.max_client_conn, 10_000)?,
-        query_wait_timeout: duration("pool.query_wait_timeout", raw.query_wait_timeout, 120)?,
-        server_connect_timeout: duration(
-            "pool.server_connect_timeout",
-            raw.server_connect_timeout,
-            15,
-        )?,
-        server_reset_query: raw
-            .server_reset_query
-            .unwrap_or_else(|| "DISCARD ALL".to_string()),
-        shutdown_timeout: duration_or_zero("pool.shutdown_timeout", raw.shutdown_timeout, 30)?,
-    })
-}
-
-/// Only session pooling is implemented; the others parse but are refused.
-fn pool_mode(key: &str, text: &str) -> Result<PoolMode, ConfigError> {
-    match parse_named(key, text)? {
-        PoolMode::Session => Ok(PoolMode::Session),
-        PoolMode::Transaction | PoolMode::Statement => Err(ConfigError::invalid(
-            key,
-            format!("{text:?} is not implemented yet (session only)"),
-        )),
-    }
-}
-
 fn admin_users(users: Vec<String>) -> Result<Vec<String>, ConfigError> {
     if let Some(i) = users.iter().position(|u| u.is_empty()) {
         return Err(ConfigError::invalid(
@@ -295,9 +264,10 @@ fn database(
     let conninfo_key = format!("{key}.conninfo");
     let text = raw
         .conninfo
+        .as_deref()
         .ok_or_else(|| ConfigError::invalid(&conninfo_key, "required"))?;
     let mut conninfo =
-        ConnInfo::parse(&text).map_err(|e| ConfigError::invalid(&conninfo_key, e.to_string()))?;
+        ConnInfo::parse(text).map_err(|e| ConfigError::invalid(&conninfo_key, e.to_string()))?;
     if conninfo.dbname.is_none() {
         conninfo.dbname = Some(name.to_string());
     }
@@ -316,22 +286,14 @@ fn database(
             ),
         ));
     }
-    let pool_size = match raw.pool_size {
-        None => None,
-        Some(n) => Some(at_least_one(&format!("{key}.pool_size"), Some(n), 1)?),
-    };
-    let pool_mode = match raw.pool_mode {
-        None => None,
-        Some(m) => Some(pool_mode(&format!("{key}.pool_mode"), &m)?),
-    };
-    Ok(DatabaseConfig {
-        conninfo,
-        pool_size,
-        pool_mode,
-    })
+    pool::database(&key, conninfo, &raw)
 }
 
-fn at_least_one(key: &str, value: Option<i64>, default: usize) -> Result<usize, ConfigError> {
+pub(super) fn at_least_one(
+    key: &str,
+    value: Option<i64>,
+    default: usize,
+) -> Result<usize, ConfigError> {
     match value {
         None => Ok(default),
         Some(n) => usize::try_from(n)
@@ -341,8 +303,25 @@ fn at_least_one(key: &str, value: Option<i64>, default: usize) -> Result<usize, 
     }
 }
 
+/// A count that may be zero (`min_pool_size = 0`, `max_db_connections = 0`).
+pub(super) fn non_negative(
+    key: &str,
+    value: Option<i64>,
+    default: usize,
+) -> Result<usize, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(n) => usize::try_from(n)
+            .map_err(|_| ConfigError::invalid(key, format!("must be 0 or more, not {n}"))),
+    }
+}
+
 /// A humantime duration string (`"15s"`, `"500ms"`, `"2m"`), greater than zero.
-fn duration(key: &str, value: Option<String>, default_secs: u64) -> Result<Duration, ConfigError> {
+pub(super) fn duration(
+    key: &str,
+    value: Option<String>,
+    default_secs: u64,
+) -> Result<Duration, ConfigError> {
     let d = duration_or_zero(key, value, default_secs)?;
     if d.is_zero() {
         return Err(ConfigError::invalid(key, "must be greater than zero"));
@@ -350,7 +329,7 @@ fn duration(key: &str, value: Option<String>, default_secs: u64) -> Result<Durat
     Ok(d)
 }
 
-fn duration_or_zero(
+pub(super) fn duration_or_zero(
     key: &str,
     value: Option<String>,
     default_secs: u64,
@@ -367,7 +346,7 @@ fn duration_or_zero(
 }
 
 /// Parses one of the config's named values, naming the key and the choices on error.
-fn parse_named<T: Named>(key: &str, text: &str) -> Result<T, ConfigError> {
+pub(super) fn parse_named<T: Named>(key: &str, text: &str) -> Result<T, ConfigError> {
     T::ALL
         .iter()
         .copied()
@@ -385,7 +364,7 @@ fn parse_named<T: Named>(key: &str, text: &str) -> Result<T, ConfigError> {
 }
 
 /// Config enums written as fixed strings.
-trait Named: Copy + 'static {
+pub(super) trait Named: Copy + 'static {
     const ALL: &'static [Self];
     fn as_str(self) -> &'static str;
 }
