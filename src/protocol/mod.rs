@@ -11,6 +11,7 @@ pub mod codec;
 pub mod frontend;
 pub mod scan;
 pub mod server;
+pub mod sql;
 
 pub use codec::{Frame, FrameBuf};
 pub use server::{PgError, Severity};
