@@ -10,20 +10,30 @@
   bench.py free-port START
       Print the first TCP port >= START that can be bound on 127.0.0.1.
 
-  bench.py export RAW_CSV OUT_DIR
+  bench.py export RAW_CSV OUT_DIR [IDLE_CSV]
       Write OUT_DIR/results.json (every run, the per-cell medians and the
       ratios: pgharbor / direct, pgharbor / PgBouncer, PgBouncer / direct,
       TLS / plain; each as the ratio of the medians and as paired per-round
       ratios), OUT_DIR/medians.csv, and the gnuplot input for the plots:
       OUT_DIR/plots/<workload>.dat and .gp (tps or MB/s by transport x TLS,
       one bar per target), rendered by `gnuplot <workload>.gp` to an SVG.
+      With IDLE_CSV, results.json also holds the idle-client memory rows.
 
-  bench.py summarize RAW_CSV
+  bench.py summarize RAW_CSV [IDLE_CSV]
       Print the Markdown summary of the per-run CSV written by pgbench/run:
       median tps (MB/s for bulk) per (workload, transport, target), ratios of
       pgharbor to direct PostgreSQL and to PgBouncer, TLS / plain ratios,
-      pooler CPU per login, per transaction and per GB, issue 3's targets
-      checked, and the machine-load notes.
+      pooler CPU per login, per transaction and per GB, the persistent
+      workloads at a glance (tps, latency, CPU per transaction), the memory
+      per idle client (IDLE_CSV, written by pgbench/idle.py), issue 3's, 4's
+      and 6's targets checked, and the machine-load notes.
+
+  bench.py conninfo-shell PREFIX CONNINFO
+      Parse a libpq connection string (key=value pairs or a postgresql:// URI)
+      and print shell assignments PREFIX_HOST, PREFIX_PORT, PREFIX_USER,
+      PREFIX_DBNAME, PREFIX_PASSWORD (empty when absent) and PREFIX_REST (the
+      other keywords as key=value pairs, hostaddr and sslmode left out, since
+      pgbench/run chooses the transport), for `eval`.
 """
 
 import base64
@@ -31,25 +41,195 @@ import csv
 import hashlib
 import hmac
 import os
+import re
+import shlex
 import socket
 import statistics
 import sys
 from collections import defaultdict
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 # Display names and orders; unknown values are shown as they are, after these.
-TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor session",
-           "pgbouncer": "PgBouncer session", "pgharbor-notls": "pgharbor session, no [tls]"}
+# "pooler" is a pooler pgbench/run did not start (--pooler CONNINFO).
+TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer",
+           "pgharbor-notls": "pgharbor, no [tls]", "pooler": "pooler under test (--pooler)"}
 SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer",
-         "pgharbor-notls": "pgharbor (no [tls])"}
+         "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler"}
 TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain",
               "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
 WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per transaction, 8 clients",
              "establish": "Establishment only (connect, authenticate, disconnect)",
-             "persistent": "Persistent", "persistent64": "Persistent, 64 clients",
-             "tpcb": "TPC-B-like", "bulk": "Bulk COPY out", "bulkselect": "Bulk SELECT"}
+             "persistent": "Persistent select-only, 16 clients", "tpcb": "TPC-B-like, 16 clients",
+             "bulk": "Bulk COPY out", "bulkselect": "Bulk SELECT"}
+# Persistent workloads at any client count: persistent<N> (pgbench -S) and
+# tpcb<N> (the default script); plain "persistent" and "tpcb" are N = 16.
+PERSISTENT_RE = re.compile(r"(persistent|tpcb)(\d*)")
 BULK = ("bulk", "bulkselect")  # measured in MB/s
-POOLERS = ("pgharbor", "pgbouncer", "pgharbor-notls")
+LOGINS = ("connect", "connect8", "establish")  # a transaction is a login
+POOLERS = ("pgharbor", "pgbouncer", "pgharbor-notls", "pooler")
+MODE_TARGETS = ("pgharbor", "pgbouncer", "pgharbor-notls")  # run in --pool-mode
 TLS_PREFIX = "tcp-tls-"
+
+
+def persistent_clients(w):
+    """(family, clients) of a persistent workload id, or None: tpcb64 -> ("tpcb", 64)."""
+    m = PERSISTENT_RE.fullmatch(w)
+    if not m or m.group(2).startswith("0"):
+        return None
+    return m.group(1), int(m.group(2) or 16)
+
+
+def workload_title(w):
+    if w in WORKLOADS:
+        return WORKLOADS[w]
+    p = persistent_clients(w)
+    if p:
+        return f"{WORKLOADS[p[0]].rsplit(',', 1)[0]}, {p[1]} clients"
+    return w
+
+
+def workload_order(values):
+    """Known workloads first, in WORKLOADS order, persistent ones by client count; then the rest."""
+    base = list(WORKLOADS)
+
+    def key(w):
+        p = persistent_clients(w)
+        if p:
+            return (base.index(p[0]), p[1], w)
+        return (base.index(w), 0, w) if w in base else (len(base), 0, w)
+    return sorted(set(values), key=key)
+
+
+def target_labels(rows):
+    """Display name per target; the poolers started by pgbench/run with their pool mode."""
+    modes = {}
+    for r in rows:
+        if r.get("pool_mode"):
+            modes.setdefault(r["target"], r["pool_mode"])
+    out = {}
+    for g in {r["target"] for r in rows}:
+        name = TARGETS.get(g, g)
+        if g in MODE_TARGETS:
+            mode = modes.get(g, "session")  # raw.csv files from before the column: session
+            name = f"pgharbor {mode}, no [tls]" if g == "pgharbor-notls" else f"{name} {mode}"
+        out[g] = name
+    return out
+
+
+def subject(targets):
+    """The pooler the ratios are about: pgharbor, else an external one (--pooler)."""
+    return next((g for g in ("pgharbor", "pooler") if g in targets), None)
+
+
+# ------------------------------------------------------------ conninfo --
+
+CONNINFO_SEP = re.compile(r"\s*=\s*")
+
+
+def parse_conninfo(text):
+    """A libpq connection string as a dict: key=value pairs (values optionally
+    in single quotes, with backslash escapes) or a postgresql:// URI. One host
+    only: pgbench/run measures one server."""
+    text = text.strip()
+    if text.startswith(("postgresql://", "postgres://")):
+        return parse_uri(text)
+    out, i, n = {}, 0, len(text)
+    while i < n:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            break
+        j = i
+        while j < n and not text[j].isspace() and text[j] != "=":
+            j += 1
+        key = text[i:j]
+        while j < n and text[j].isspace():
+            j += 1
+        if not key or j >= n or text[j] != "=":
+            raise ValueError(f"missing \"=\" after {key!r} in connection string")
+        j += 1
+        while j < n and text[j].isspace():
+            j += 1
+        val = []
+        if j < n and text[j] == "'":
+            j += 1
+            while True:
+                if j >= n:
+                    raise ValueError("unterminated quoted string in connection string")
+                c = text[j]
+                if c == "\\" and j + 1 < n:
+                    val.append(text[j + 1])
+                    j += 2
+                    continue
+                if c == "'":
+                    j += 1
+                    break
+                val.append(c)
+                j += 1
+        else:
+            while j < n and not text[j].isspace():
+                if text[j] == "\\" and j + 1 < n:
+                    j += 1
+                val.append(text[j])
+                j += 1
+        out[key] = "".join(val)
+        i = j
+    check_one_host(out)
+    return out
+
+
+def parse_uri(text):
+    u = urlsplit(text)
+    out = {}
+    netloc = u.netloc
+    if "@" in netloc:
+        cred, netloc = netloc.rsplit("@", 1)
+        user, sep, pw = cred.partition(":")
+        if user:
+            out["user"] = unquote(user)
+        if sep:
+            out["password"] = unquote(pw)
+    if netloc.startswith("["):
+        host, _, rest = netloc[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    else:
+        host, _, port = netloc.partition(":")
+    if host:
+        out["host"] = unquote(host)
+    if port:
+        out["port"] = port
+    if u.path.strip("/"):
+        out["dbname"] = unquote(u.path[1:])
+    for k, v in parse_qsl(u.query, keep_blank_values=True):
+        out[k] = v
+    check_one_host(out)
+    return out
+
+
+def check_one_host(info):
+    for k in ("host", "hostaddr", "port"):
+        if "," in info.get(k, ""):
+            raise ValueError(f"{k}: one server only, not a list ({info[k]})")
+
+
+def quote_value(v):
+    """A value as libpq's key=value syntax wants it."""
+    if v and re.fullmatch(r"[A-Za-z0-9_./:@%+,-]+", v):
+        return v
+    return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def conninfo_shell(prefix, text):
+    """Shell assignments for pgbench/run (see the module doc)."""
+    info = parse_conninfo(text)
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", prefix):
+        raise ValueError(f"bad prefix {prefix!r}")
+    lines = [f"{prefix}_{k.upper()}={shlex.quote(info.get(k, ''))}"
+             for k in ("host", "port", "user", "dbname", "password")]
+    rest = " ".join(f"{k}={quote_value(v)}" for k, v in info.items()
+                    if k not in ("host", "hostaddr", "port", "user", "dbname", "password", "sslmode"))
+    lines.append(f"{prefix}_REST={shlex.quote(rest)}")
+    return "\n".join(lines)
 
 
 def scram_secret(password: str, iterations: int) -> str:
@@ -130,7 +310,7 @@ NUMERIC = ("round", "load1_before", "ncpu", "other_cpus", "rc", "tps", "tx", "fa
            "pgbench_cpu_s", "bytes", "mb_per_s", "pooler_s_per_gb")
 INTEGER = ("round", "ncpu", "rc", "tx", "failed_tx", "bytes")
 RATIO_PAIRS = (("pgharbor", "direct"), ("pgharbor", "pgbouncer"), ("pgbouncer", "direct"),
-               ("pgharbor", "pgharbor-notls"))
+               ("pgharbor", "pgharbor-notls"), ("pooler", "direct"), ("pooler", "pgbouncer"))
 
 
 def load_rows(path):
@@ -154,6 +334,15 @@ def cpu_field(workload):
     return "pooler_s_per_gb" if workload in BULK else "pooler_us_per_tx"
 
 
+def cpu_title(w):
+    if w == "bulk":
+        return "Pooler CPU per GB of COPY text (bulk), CPU seconds"
+    if w == "bulkselect":
+        return "Pooler CPU per GB of result text (bulk SELECT), CPU seconds"
+    what = "login" if w in LOGINS else "transaction"
+    return f"Pooler CPU per {what} ({workload_title(w)}), µs"
+
+
 def ok_values(rows, w, t, g, field=None):
     return [num(r[field]) if field else value(r) for r in rows
             if (r["workload"], r["transport"], r["target"]) == (w, t, g) and r["status"] == "ok"]
@@ -172,7 +361,7 @@ def cell_medians(rows):
     """One dict per (workload, transport, target) cell, in display order."""
     keys = {(r["workload"], r["transport"], r["target"]) for r in rows}
     out = []
-    for w in ordered([k[0] for k in keys], WORKLOADS):
+    for w in workload_order([k[0] for k in keys]):
         for t in ordered([k[1] for k in keys], TRANSPORTS):
             for g in ordered([k[2] for k in keys], TARGETS):
                 if (w, t, g) not in keys:
@@ -243,13 +432,14 @@ def plot_files(rows, outdir):
     os.makedirs(outdir, exist_ok=True)
     cells = cell_medians(rows)
     made = []
-    for w in ordered({c["workload"] for c in cells}, WORKLOADS):
+    labels = target_labels(rows)
+    for w in workload_order({c["workload"] for c in cells}):
         cs = [c for c in cells if c["workload"] == w]
         ts = ordered({c["transport"] for c in cs}, TRANSPORTS)
         gs = ordered({c["target"] for c in cs}, TARGETS)
         m = {(c["transport"], c["target"]): c["median"] for c in cs}
         with open(os.path.join(outdir, f"{w}.dat"), "w") as f:
-            f.write("transport " + " ".join(f'"{TARGETS.get(g, g)}"' for g in gs) + "\n")
+            f.write("transport " + " ".join(f'"{labels[g]}"' for g in gs) + "\n")
             for t in ts:
                 vals = [m.get((t, g)) for g in gs]
                 f.write(f'"{TRANSPORTS.get(t, t)}" '
@@ -258,7 +448,7 @@ def plot_files(rows, outdir):
         with open(gp, "w") as f:
             f.write(f"""set terminal svg size 900,500 dynamic font "sans,12"
 set output "{w}.svg"
-set title "{WORKLOADS.get(w, w)}: {unit(w)} by transport x TLS (median)"
+set title "{workload_title(w)}: {unit(w)} by transport x TLS (median)"
 set ylabel "{unit(w)}"
 set yrange [0:*]
 set datafile missing "-"
@@ -274,17 +464,196 @@ plot for [i=2:{len(gs) + 1}] "{w}.dat" using i:xtic(1) title columnheader(i)
     return made
 
 
-def export(path, outdir):
+def export(path, outdir, idle_path=None):
     import json
     rows = load_rows(path)
+    data = results_json(rows)
+    if idle_path and os.path.exists(idle_path):
+        data["idle"] = idle_json(load_rows(idle_path))
     with open(os.path.join(outdir, "results.json"), "w") as f:
-        json.dump(results_json(rows), f, indent=1, ensure_ascii=False)
+        json.dump(data, f, indent=1, ensure_ascii=False)
         f.write("\n")
     medians_csv(rows, os.path.join(outdir, "medians.csv"))
     plot_files(rows, os.path.join(outdir, "plots"))
 
 
-def summarize(path: str) -> None:
+def workload_short(w):
+    """A table row's name: "select-only -c 64", "TPC-B-like -c 16"."""
+    p = persistent_clients(w)
+    if not p:
+        return w
+    return f"{'select-only' if p[0] == 'persistent' else 'TPC-B-like'} -c {p[1]}"
+
+
+def glance_table(rows, labels, med, has):
+    """The persistent workloads in one table: per cell and target the median tps,
+    latency and pooler CPU per transaction, and the subject's ratios to PgBouncer."""
+    workloads = [w for w in workload_order([r["workload"] for r in rows]) if persistent_clients(w)]
+    if not workloads:
+        return []
+    transports = ordered([r["transport"] for r in rows], TRANSPORTS)
+    targets = [g for g in ordered([r["target"] for r in rows], TARGETS) if g != "pgharbor-notls"]
+    subj = subject(targets)
+    vs = subj and "pgbouncer" in targets
+    out = ["### Persistent workloads at a glance: median tps, latency, pooler CPU per transaction\n"]
+    head = "| workload | transport | " + " | ".join(labels[g] for g in targets)
+    if vs:
+        head += f" | {SHORT[subj]} / PgBouncer tps | {SHORT[subj]} / PgBouncer CPU per tx"
+    out.append(head + " |")
+    out.append("| --- | --- |" + " ---: |" * (len(targets) + (2 if vs else 0)))
+    for w in workloads:
+        for t in transports:
+            if not any(has(w, t, g) for g in targets):
+                continue
+            cells = []
+            for g in targets:
+                if not has(w, t, g):
+                    cells.append("")
+                    continue
+                tps, lat = med(w, t, g), med(w, t, g, "latency_ms")
+                if tps is None:
+                    cells.append("failed")
+                    continue
+                text = f"{fmt_tps(tps)} tps"
+                if lat is not None:
+                    text += f", {lat:.2f} ms"
+                cpu = med(w, t, g, "pooler_us_per_tx") if g in POOLERS else None
+                if cpu is not None:
+                    text += f", {cpu:.1f} µs"
+                cells.append(text)
+            line = f"| {workload_short(w)} | {TRANSPORTS.get(t, t)} | " + " | ".join(cells)
+            if vs:
+                line += (f" | {fmt_ratio(med(w, t, subj), med(w, t, 'pgbouncer'))}"
+                         f" | {fmt_ratio(med(w, t, subj, 'pooler_us_per_tx'), med(w, t, 'pgbouncer', 'pooler_us_per_tx'))}")
+            out.append(line + " |")
+    out.append("")
+    out.append("(tps and pgbench's average latency; µs = the pooler's CPU time (utime+stime) per "
+               "transaction. Direct PostgreSQL has one server process per client; the poolers share "
+               "their pool among the clients.)\n")
+    return out
+
+
+def issue4_checks(rows, med, has, paired):
+    """Issue 4's bar in transaction mode: pgharbor's tps >= 1.2x PgBouncer's with no
+    more CPU per transaction, per persistent cell."""
+    mode = {r["target"]: r.get("pool_mode") for r in rows if r.get("pool_mode")}
+    if mode.get("pgharbor") != "transaction" or "pgbouncer" not in mode:
+        return []
+    mine = [r for r in rows if r["target"] == "pgharbor" and persistent_clients(r["workload"])]
+    if mine and not any(r["status"] == "ok" for r in mine):
+        return [f"- not measured: no pgharbor run succeeded (first: {mine[0]['status']})"]
+    out = []
+    for w in workload_order([r["workload"] for r in rows]):
+        if not persistent_clients(w):
+            continue
+        for t in ordered([r["transport"] for r in rows], TRANSPORTS):
+            if not (has(w, t, "pgharbor") and has(w, t, "pgbouncer")):
+                continue
+            a, b = med(w, t, "pgharbor"), med(w, t, "pgbouncer")
+            p = paired(w, (t, "pgharbor"), (t, "pgbouncer"))
+            line = (f"- {workload_short(w)}, {TRANSPORTS.get(t, t)}: pgharbor / PgBouncer tps = "
+                    f"{fmt_ratio(a, b)}; ≥ 1.2x: **{verdict(ratio(a, b), p, 1.2)}**")
+            ca, cb = med(w, t, "pgharbor", "pooler_us_per_tx"), med(w, t, "pgbouncer", "pooler_us_per_tx")
+            if ca is not None and cb is not None:
+                line += (f"; CPU per transaction {ca:.1f} vs {cb:.1f} µs, no more than PgBouncer's: "
+                         f"**{'MET' if ca <= cb else 'NOT MET'}**")
+            if a is None:
+                why = next((r["status"] for r in rows if (r["workload"], r["transport"], r["target"])
+                            == (w, t, "pgharbor") and r["status"] != "ok"), "")
+                line += f" (pgharbor: {why})" if why else ""
+            out.append(line)
+    return out
+
+
+IDLE_TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain", "tcp-tls": "TCP + TLS"}
+IDLE_NUMERIC = ("clients", "connected", "failed", "rss_before_kib", "rss_after_kib")
+
+
+def idle_json(rows):
+    out = []
+    for r in rows:
+        d = dict(r)
+        for k in IDLE_NUMERIC:
+            d[k] = int(r[k]) if num(r.get(k)) is not None else None
+        for k in ("kib_per_client", "seconds"):
+            d[k] = num(r.get(k))
+        d["error"] = r.get("error") or None
+        out.append(d)
+    return out
+
+
+def idle_table(rows):
+    """Memory per idle client (pgbench/idle.py's rows), with issue 4's 2x bar."""
+    if not rows:
+        return []
+    labels = target_labels(rows)
+    targets = ordered([r["target"] for r in rows], TARGETS)
+    transports = ordered([r["transport"] for r in rows], IDLE_TRANSPORTS)
+    per = defaultdict(list)
+    for r in rows:
+        per[(r["target"], r["transport"])].append(r)
+
+    def kib(g, t):
+        return median([num(r["kib_per_client"]) for r in per.get((g, t), [])])
+
+    n = max(int(num(r["clients"]) or 0) for r in rows)
+    out = [f"### Memory per idle client: VmRSS growth / clients logged in, KiB ({n} idle clients "
+           "per transport, one transport at a time)\n"]
+    out.append("| pooler | " + " | ".join(IDLE_TRANSPORTS.get(t, t) for t in transports)
+               + " | logged in |")
+    out.append("| --- |" + " ---: |" * len(transports) + " --- |")
+    notes = []
+    for g in targets:
+        cells, counts = [], []
+        for t in transports:
+            rs = per.get((g, t))
+            if not rs:
+                cells.append("")
+                continue
+            k = kib(g, t)
+            cells.append("–" if k is None else f"{k:.2f}")
+            counts.append(f"{IDLE_TRANSPORTS.get(t, t)} {rs[0]['connected']}/{rs[0]['clients']}")
+            for r in rs:
+                if r.get("error"):
+                    notes.append(f"- {labels[g]}, {IDLE_TRANSPORTS.get(t, t)}: {r['failed']} of "
+                                 f"{r['clients']} logins failed, first: {r['error']}")
+        out.append(f"| {labels[g]} | " + " | ".join(cells) + " | " + "; ".join(counts) + " |")
+    subj = subject(targets)
+    if subj and "pgbouncer" in targets:
+        out.append(f"| {SHORT[subj]} / PgBouncer | " + " | ".join(
+            fmt_ratio(kib(subj, t), kib("pgbouncer", t)) for t in transports) + " | |")
+    out.append("")
+    out.extend(notes)
+    if subj == "pgharbor" and "pgbouncer" in targets:
+        for t in transports:
+            a, b = kib("pgharbor", t), kib("pgbouncer", t)
+            if a is None or b is None:
+                continue
+            ok = b > 0 and a <= 2 * b
+            out.append(f"- Issue 4: memory per idle client within 2x PgBouncer's, "
+                       f"{IDLE_TRANSPORTS.get(t, t)}: {a:.2f} vs {b:.2f} KiB: **{'MET' if ok else 'NOT MET'}**")
+    out.append("")
+    return out
+
+
+def verdict(ratio, pairs, bar):
+    """MET / NOT MET when the ratio of the medians and the median of the
+    per-round ratios agree; otherwise say the runs do not settle it."""
+    if ratio is None:
+        return "not measured"
+    votes = {ratio >= bar} | ({statistics.median(pairs) >= bar} if pairs else set())
+    if votes == {True}:
+        text = "MET"
+    elif votes == {False}:
+        text = "NOT MET"
+    else:
+        text = "UNRESOLVED (ratio of medians and paired ratios disagree)"
+    if pairs and pairs[0] < bar <= pairs[-1]:
+        text += f", paired runs on both sides of {bar}x"
+    return text
+
+
+def summarize(path: str, idle_path=None) -> None:
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
@@ -293,10 +662,12 @@ def summarize(path: str) -> None:
     cells = defaultdict(list)  # (workload, transport, target) -> rows
     for r in rows:
         cells[(r["workload"], r["transport"], r["target"])].append(r)
-    workloads = ordered([r["workload"] for r in rows], WORKLOADS)
+    workloads = workload_order([r["workload"] for r in rows])
     transports = ordered([r["transport"] for r in rows], TRANSPORTS)
     tls_transports = [t for t in transports if t.startswith(TLS_PREFIX)]
     targets = ordered([r["target"] for r in rows], TARGETS)
+    labels = target_labels(rows)
+    subj = subject(targets)
     rounds = len({r["round"] for r in rows})
     out = []
 
@@ -329,7 +700,7 @@ def summarize(path: str) -> None:
     for w in workloads:
         example = next(r for r in rows if r["workload"] == w)
         cols = [t for t in transports if any(has(w, t, g) for g in targets)]
-        out.append(f"### {WORKLOADS.get(w, w)} (`{example['command']}`), {unit(w)}, "
+        out.append(f"### {workload_title(w)} (`{example['command']}`), {unit(w)}, "
                    f"median of {rounds} round(s)\n")
         out.append("| target | " + " | ".join(TRANSPORTS.get(t, t) for t in cols) + " |")
         out.append("| --- |" + " ---: |" * len(cols))
@@ -351,14 +722,14 @@ def summarize(path: str) -> None:
                 if bad:
                     text += f" [{bad} failed]"
                 line.append(text)
-            out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(line) + " |")
-        pairs = [("pgharbor", "direct"), ("pgharbor", "pgbouncer"), ("pgbouncer", "direct")]
+            out.append(f"| {labels[g]} | " + " | ".join(line) + " |")
+        pairs = [(subj, "direct"), (subj, "pgbouncer"), ("pgbouncer", "direct")]
         for a, b in pairs:
             if a not in targets or b not in targets:
                 continue
             ratios = [fmt_ratio(med(w, t, a), med(w, t, b)) for t in cols]
             out.append(f"| {SHORT[a]} / {SHORT[b]} | " + " | ".join(ratios) + " |")
-            if a == "pgharbor":
+            if a == subj:
                 out.append(f"| {SHORT[a]} / {SHORT[b]}, paired per round | "
                            + " | ".join(fmt_pair(paired(w, (t, a), (t, b))) for t in cols) + " |")
         out.append("")
@@ -377,20 +748,13 @@ def summarize(path: str) -> None:
         for g in targets:
             if not any(has(w, t, g) for w, t in cols):
                 continue
-            out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(
+            out.append(f"| {labels[g]} | " + " | ".join(
                 fmt_pair(paired(w, (t, g), ("tcp", g))) for w, t in cols) + " |")
         out.append("")
 
     # -- pooler CPU
     poolers = [g for g in POOLERS if g in targets]
-    cpu_tables = [("connect", "pooler_us_per_tx", "Pooler CPU per login (connect per transaction), µs"),
-                  ("connect8", "pooler_us_per_tx", "Pooler CPU per login (connect per transaction, 8 clients), µs"),
-                  ("establish", "pooler_us_per_tx", "Pooler CPU per login (establishment only), µs"),
-                  ("persistent", "pooler_us_per_tx", "Pooler CPU per transaction (persistent), µs"),
-                  ("persistent64", "pooler_us_per_tx", "Pooler CPU per transaction (persistent, 64 clients), µs"),
-                  ("tpcb", "pooler_us_per_tx", "Pooler CPU per transaction (TPC-B-like), µs"),
-                  ("bulk", "pooler_s_per_gb", "Pooler CPU per GB of COPY text (bulk), CPU seconds"),
-                  ("bulkselect", "pooler_s_per_gb", "Pooler CPU per GB of result text (bulk SELECT), CPU seconds")]
+    cpu_tables = [(w, cpu_field(w), cpu_title(w)) for w in workloads]
     for w, field, title in cpu_tables:
         if w not in workloads or not poolers:
             continue
@@ -406,31 +770,25 @@ def summarize(path: str) -> None:
             for t in cols:
                 m = med(w, t, g, field)
                 vals.append("" if not has(w, t, g) else "–" if m is None else fmt(m))
-            out.append(f"| {TARGETS.get(g, g)} | " + " | ".join(vals) + " |")
-        if "pgharbor" in poolers and "pgbouncer" in poolers:
-            out.append("| pgharbor / PgBouncer | " + " | ".join(
-                fmt_ratio(med(w, t, "pgharbor", field), med(w, t, "pgbouncer", field))
+            out.append(f"| {labels[g]} | " + " | ".join(vals) + " |")
+        if subj in poolers and "pgbouncer" in poolers:
+            out.append(f"| {SHORT[subj]} / PgBouncer | " + " | ".join(
+                fmt_ratio(med(w, t, subj, field), med(w, t, "pgbouncer", field))
                 for t in cols) + " |")
+        out.append("")
+
+    # -- the persistent workloads at a glance, and issue 4's targets
+    out.extend(glance_table(rows, labels, med, has))
+    if idle_path and os.path.exists(idle_path):
+        out.extend(idle_table(load_rows(idle_path)))
+    checks4 = issue4_checks(rows, med, has, paired)
+    if checks4:
+        out.append("### Issue 4's targets (transaction pooling, same run)\n")
+        out.extend(checks4)
         out.append("")
 
     # -- issue 3's targets
     checks = []
-
-    def verdict(ratio, pairs, bar):
-        """MET / NOT MET when the ratio of the medians and the median of the
-        per-round ratios agree; otherwise say the runs do not settle it."""
-        if ratio is None:
-            return "not measured"
-        votes = {ratio >= bar} | ({statistics.median(pairs) >= bar} if pairs else set())
-        if votes == {True}:
-            text = "MET"
-        elif votes == {False}:
-            text = "NOT MET"
-        else:
-            text = "UNRESOLVED (ratio of medians and paired ratios disagree)"
-        if pairs and pairs[0] < bar <= pairs[-1]:
-            text += f", paired runs on both sides of {bar}x"
-        return text
 
     def ratio_of(w, t, a, b):
         x, y = med(w, t, a), med(w, t, b)
@@ -438,7 +796,7 @@ def summarize(path: str) -> None:
 
     for t in tls_transports:
         cert = t[len(TLS_PREFIX):].upper()
-        if "connect" in workloads and "pgbouncer" in targets:
+        if "connect" in workloads and "pgbouncer" in targets and "pgharbor" in targets:
             r = ratio_of("connect", t, "pgharbor", "pgbouncer")
             cpu_a = med("connect", t, "pgharbor", "pooler_us_per_tx")
             cpu_b = med("connect", t, "pgbouncer", "pooler_us_per_tx")
@@ -449,7 +807,7 @@ def summarize(path: str) -> None:
                 f"= {fmt_ratio(med('connect', t, 'pgharbor'), med('connect', t, 'pgbouncer'))} "
                 f"(paired {fmt_pair(paired('connect', (t, 'pgharbor'), (t, 'pgbouncer')))}); "
                 f"target ≥ 1.3x: **{verdict(r, paired('connect', (t, 'pgharbor'), (t, 'pgbouncer')), 1.3)}**{cpu}")
-        if "bulk" in workloads and "direct" in targets:
+        if "bulk" in workloads and "direct" in targets and "pgharbor" in targets:
             r = ratio_of("bulk", t, "pgharbor", "direct")
             bouncer = ""
             if "pgbouncer" in targets:
@@ -481,7 +839,8 @@ def summarize(path: str) -> None:
                 line += (f"; \"pays nothing for TLS\", read as ≥ 0.95x (this machine's run-to-run "
                          f"noise), on tps: **{verdict(r, paired(w, ('unix', 'pgharbor'), ('unix', 'pgharbor-notls')), 0.95)}**")
             checks.append(line)
-    elif "unix" in transports and "pgharbor" in targets:
+    elif "unix" in transports and any(r["target"] == "pgharbor" and r["transport"] == "unix"
+                                      and r["status"] == "ok" for r in rows):
         checks.append("- Unix socket: pgharbor ran with [tls] configured (socketsslmode=disable) in every "
                       "Unix-socket cell; no run without [tls] to compare with (--skip-notls).")
     if checks:
@@ -531,7 +890,7 @@ def summarize(path: str) -> None:
         out.append("")
 
     # Machine load: the machine is shared, so say how busy it was.
-    loads = [num(r["load1_before"]) for r in rows]
+    loads = [num(r["load1_before"]) for r in rows if num(r["load1_before"]) is not None]
     others = [num(r["other_cpus"]) for r in rows if num(r["other_cpus"]) is not None]
     flagged = [r for r in rows if r["flags"]]
     failed = [r for r in rows if r["status"] != "ok"]
@@ -541,9 +900,10 @@ def summarize(path: str) -> None:
                f"failed pgbench transactions, "
                f"{sum(int(num(r['failed_tx']) or 0) for r in rows if r['workload'] == 'bulk')} "
                f"incomplete COPYs in all.")
-    out.append(f"- 1-minute load before each run: median {median(loads):.2f}, max {max(loads):.2f} "
-               "(it includes this benchmark's own previous run, so it is high after every "
-               "persistent run).")
+    if loads:
+        out.append(f"- 1-minute load before each run: median {median(loads):.2f}, max {max(loads):.2f} "
+                   "(it includes this benchmark's own previous run, so it is high after every "
+                   "persistent run).")
     if others:
         out.append(f"- CPU used by other processes during the runs (machine busy time minus "
                    f"PostgreSQL, poolers and pgbench/psql), in CPUs of {rows[0].get('ncpu', '?')}: "
@@ -573,10 +933,16 @@ def main(argv):
         print(scram_secret(argv[1], int(argv[2])))
     elif len(argv) == 2 and argv[0] == "free-port":
         print(free_port(int(argv[1])))
-    elif len(argv) == 3 and argv[0] == "export":
-        export(argv[1], argv[2])
-    elif len(argv) == 2 and argv[0] == "summarize":
-        summarize(argv[1])
+    elif len(argv) in (3, 4) and argv[0] == "export":
+        export(*argv[1:])
+    elif len(argv) in (2, 3) and argv[0] == "summarize":
+        summarize(*argv[1:])
+    elif len(argv) == 3 and argv[0] == "conninfo-shell":
+        try:
+            print(conninfo_shell(argv[1], argv[2]))
+        except ValueError as e:
+            sys.stderr.write(f"connection string: {e}\n")
+            return 1
     else:
         sys.stderr.write(__doc__)
         return 2

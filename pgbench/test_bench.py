@@ -11,17 +11,21 @@ from contextlib import redirect_stdout
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
+import idle  # noqa: E402
 
 FIELDS = ("round,workload,transport,target,command,started,load1_before,ncpu,other_cpus,flags,"
           "status,rc,tps,tx,failed_tx,latency_ms,conn_ms,wall_s,pooler_cpu_s,pooler_us_per_tx,"
-          "pg_cpu_s,pgbench_cpu_s,cert,bytes,mb_per_s,pooler_s_per_gb").split(",")
+          "pg_cpu_s,pgbench_cpu_s,cert,bytes,mb_per_s,pooler_s_per_gb,pool_mode").split(",")
 
 
-def run(rnd, w, t, g, tps=None, mbps=None, status="ok", cpu=None, flags=""):
+def run(rnd, w, t, g, tps=None, mbps=None, status="ok", cpu=None, flags="", lat=None, mode=None):
     r = {k: "" for k in FIELDS}
     r.update(round=str(rnd), workload=w, transport=t, target=g, command=f"cmd {w}",
              started="2026-01-01T00:00:00+00:00", load1_before="0.5", ncpu="2", other_cpus="0.01",
-             flags=flags, status=status, rc="0", tx="100", failed_tx="0", wall_s="2.0")
+             flags=flags, status=status, rc="0", tx="100", failed_tx="0", wall_s="2.0",
+             pool_mode=(mode if mode is not None else "session" if g in bench.MODE_TARGETS else ""))
+    if lat is not None:
+        r["latency_ms"] = str(lat)
     if tps is not None:
         r["tps"] = str(tps)
     if mbps is not None:
@@ -186,6 +190,214 @@ class Writers(unittest.TestCase):
                 sys.stderr = sys_stderr
 
 
+def txpool_sample():
+    """Issue 4's cells: pgharbor and PgBouncer in transaction mode, 2 rounds."""
+    rows = []
+    for rnd, k in ((1, 1.0), (2, 1.1)):
+        for w in ("persistent64", "tpcb64"):
+            for t in ("unix", "tcp"):
+                rows += [run(rnd, w, t, "direct", 50000 * k, lat=1.2),
+                         run(rnd, w, t, "pgharbor", 42000 * k, cpu=9.0, lat=1.5, mode="transaction"),
+                         run(rnd, w, t, "pgbouncer", 33000 * k, cpu=10.5, lat=1.9, mode="transaction")]
+    return rows
+
+
+IDLE_FIELDS = ["target", "transport", "pool_mode", "clients", "connected", "failed",
+               "rss_before_kib", "rss_after_kib", "kib_per_client", "seconds", "error"]
+
+
+def idle_rows():
+    def row(g, t, before, after, connected=10000, error=""):
+        return {"target": g, "transport": t, "pool_mode": "transaction", "clients": "10000",
+                "connected": str(connected), "failed": str(10000 - connected),
+                "rss_before_kib": str(before), "rss_after_kib": str(after),
+                "kib_per_client": f"{(after - before) / connected:.2f}", "seconds": "3.0", "error": error}
+    return [row("pgharbor", "tcp", 20000, 40000), row("pgharbor", "tcp-tls", 20000, 200000),
+            row("pgbouncer", "tcp", 10000, 23000), row("pgbouncer", "tcp-tls", 10000, 180000, 9990, "OSError: x")]
+
+
+class Labels(unittest.TestCase):
+    def test_persistent_workloads(self):
+        self.assertEqual(bench.persistent_clients("persistent"), ("persistent", 16))
+        self.assertEqual(bench.persistent_clients("tpcb64"), ("tpcb", 64))
+        self.assertIsNone(bench.persistent_clients("tpcb064"))
+        self.assertIsNone(bench.persistent_clients("connect8"))
+        self.assertEqual(bench.workload_title("tpcb64"), "TPC-B-like, 64 clients")
+        self.assertEqual(bench.workload_title("persistent"), "Persistent select-only, 16 clients")
+        self.assertEqual(bench.workload_title("odd"), "odd")
+        self.assertEqual(bench.workload_short("persistent64"), "select-only -c 64")
+        self.assertEqual(bench.workload_order(["bulk", "tpcb64", "persistent64", "tpcb", "persistent8",
+                                               "connect", "zzz"]),
+                         ["connect", "persistent8", "persistent64", "tpcb", "tpcb64", "bulk", "zzz"])
+
+    def test_target_labels_and_subject(self):
+        rows = [run(1, "connect", "unix", "pgharbor", 1, mode="transaction"),
+                run(1, "connect", "unix", "pgbouncer", 1, mode="transaction"),
+                run(1, "connect", "unix", "direct", 1), run(1, "connect", "unix", "pooler", 1)]
+        labels = bench.target_labels(rows)
+        self.assertEqual(labels["pgharbor"], "pgharbor transaction")
+        self.assertEqual(labels["pgbouncer"], "PgBouncer transaction")
+        self.assertEqual(labels["direct"], "PostgreSQL direct")
+        self.assertEqual(labels["pooler"], "pooler under test (--pooler)")
+        # raw.csv from before the pool_mode column: session
+        old = [{k: v for k, v in r.items() if k != "pool_mode"} for r in rows]
+        self.assertEqual(bench.target_labels(old)["pgharbor"], "pgharbor session")
+        self.assertEqual(bench.subject(["direct", "pgharbor", "pooler"]), "pgharbor")
+        self.assertEqual(bench.subject(["direct", "pooler"]), "pooler")
+        self.assertIsNone(bench.subject(["direct"]))
+
+
+class Conninfo(unittest.TestCase):
+    def test_key_value(self):
+        self.assertEqual(bench.parse_conninfo("host=/tmp port = 5433  dbname='my db' user=u password=p\\ q"),
+                         {"host": "/tmp", "port": "5433", "dbname": "my db", "user": "u", "password": "p q"})
+        self.assertEqual(bench.parse_conninfo("application_name='it\\'s'"), {"application_name": "it's"})
+        for bad in ("host", "host=/tmp dbname='x", "host=a,b"):
+            with self.assertRaises(ValueError, msg=bad):
+                bench.parse_conninfo(bad)
+
+    def test_uri(self):
+        self.assertEqual(bench.parse_conninfo("postgresql://us%40er:pw@[::1]:5433/db?sslmode=require&connect_timeout=5"),
+                         {"user": "us@er", "password": "pw", "host": "::1", "port": "5433", "dbname": "db",
+                          "sslmode": "require", "connect_timeout": "5"})
+        self.assertEqual(bench.parse_conninfo("postgres://%2Fvar%2Frun%2Fpostgresql/app"),
+                         {"host": "/var/run/postgresql", "dbname": "app"})
+        self.assertEqual(bench.parse_conninfo("postgresql://"), {})
+
+    def test_shell(self):
+        import shlex
+        import subprocess
+        out = bench.conninfo_shell("PG", "host=/s port=5 user=u dbname='d b' password=x sslmode=verify-full "
+                                   "hostaddr=1.2.3.4 connect_timeout=5 application_name='a b'")
+        env = subprocess.run(["bash", "-c", out + '\nprintf "%s|" "$PG_HOST" "$PG_PORT" "$PG_USER" "$PG_DBNAME" '
+                              '"$PG_PASSWORD" "$PG_REST"'], capture_output=True, text=True).stdout
+        self.assertEqual(env, "/s|5|u|d b|x|connect_timeout=5 application_name='a b'|")
+        self.assertEqual(bench.quote_value("a'b\\"), "'a\\'b\\\\'")
+        self.assertEqual(bench.quote_value(""), "''")
+        with self.assertRaises(ValueError):
+            bench.conninfo_shell("bad prefix", "host=x")
+        self.assertIn("PG_HOST=''", bench.conninfo_shell("PG", ""))
+        self.assertEqual(shlex.split(bench.conninfo_shell("X", "port=1").splitlines()[1])[0], "X_PORT=1")
+
+
+class TransactionPooling(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.raw = os.path.join(self.dir.name, "raw.csv")
+        self.idle = os.path.join(self.dir.name, "idle.csv")
+        write_csv(txpool_sample(), self.raw)
+        with open(self.idle, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=IDLE_FIELDS)
+            w.writeheader()
+            w.writerows(idle_rows())
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def summary(self, idle=True):
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            bench.summarize(self.raw, self.idle if idle else None)
+        return buf.getvalue()
+
+    def test_glance_table(self):
+        out = self.summary()
+        self.assertIn("| workload | transport | PostgreSQL direct | pgharbor transaction | PgBouncer transaction "
+                      "| pgharbor / PgBouncer tps | pgharbor / PgBouncer CPU per tx |", out)
+        self.assertIn("| select-only -c 64 | Unix socket | 52 500 tps, 1.20 ms | 44 100 tps, 1.50 ms, 9.0 µs "
+                      "| 34 650 tps, 1.90 ms, 10.5 µs | 1.27x | 0.86x |", out)
+        self.assertIn("### TPC-B-like, 64 clients (`cmd tpcb64`)", out)
+
+    def test_issue4_checks(self):
+        out = self.summary()
+        self.assertIn("### Issue 4's targets", out)
+        self.assertIn("- TPC-B-like -c 64, TCP plain: pgharbor / PgBouncer tps = 1.27x; ≥ 1.2x: **MET**; "
+                      "CPU per transaction 9.0 vs 10.5 µs, no more than PgBouncer's: **MET**", out)
+        # session mode: no issue 4 verdicts
+        rows = [dict(r, pool_mode="session") if r["pool_mode"] else r for r in txpool_sample()]
+        write_csv(rows, self.raw)
+        self.assertNotIn("Issue 4's targets", self.summary())
+
+    def test_failed_pgharbor(self):
+        rows = [r for r in txpool_sample() if r["target"] != "pgharbor"]
+        rows += [run(1, w, t, "pgharbor", status="not run: pgharbor check refused", mode="transaction")
+                 for w in ("persistent64", "tpcb64") for t in ("unix", "tcp")]
+        for r in rows[-4:]:
+            r["load1_before"] = ""
+            r["tx"] = r["failed_tx"] = r["wall_s"] = ""
+        write_csv(rows, self.raw)
+        out = self.summary(idle=False)
+        self.assertIn("| pgharbor transaction | – [1 failed] | – [1 failed] |", out)
+        self.assertIn("- not measured: no pgharbor run succeeded (first: not run: pgharbor check refused)", out)
+        self.assertIn("| select-only -c 64 | Unix socket | 52 500 tps, 1.20 ms | failed |", out)
+
+    def test_idle_table(self):
+        out = self.summary()
+        self.assertIn("### Memory per idle client: VmRSS growth / clients logged in, KiB (10000 idle clients", out)
+        self.assertIn("| pgharbor transaction | 2.00 | 18.00 | TCP plain 10000/10000; TCP + TLS 10000/10000 |", out)
+        self.assertIn("| pgharbor / PgBouncer | 1.54x | 1.06x | |", out)
+        self.assertIn("- Issue 4: memory per idle client within 2x PgBouncer's, TCP plain: 2.00 vs 1.30 KiB: **MET**", out)
+        self.assertIn("PgBouncer transaction, TCP + TLS: 10 of 10000 logins failed, first: OSError: x", out)
+
+    def test_export_with_idle(self):
+        bench.export(self.raw, self.dir.name, self.idle)
+        with open(os.path.join(self.dir.name, "results.json")) as f:
+            d = json.load(f)
+        self.assertEqual(len(d["idle"]), 4)
+        self.assertEqual(d["idle"][0]["connected"], 10000)
+        self.assertEqual(d["idle"][0]["kib_per_client"], 2.0)
+        self.assertIsNone(d["idle"][0]["error"])
+        self.assertEqual(d["runs"][1]["pool_mode"], "transaction")
+        # without an idle file: no "idle" key
+        bench.export(self.raw, self.dir.name, os.path.join(self.dir.name, "missing.csv"))
+        with open(os.path.join(self.dir.name, "results.json")) as f:
+            self.assertNotIn("idle", json.load(f))
+
+
+class IdleClient(unittest.TestCase):
+    def test_phase(self):
+        self.assertEqual(idle.parse_phase("tcp=127.0.0.1:6432"), ("tcp", ("127.0.0.1", 6432)))
+        self.assertEqual(idle.parse_phase("tls=[::1]:5"), ("tls", ("::1", 5)))
+        self.assertEqual(idle.parse_phase("unix=/s/.s.PGSQL.5"), ("unix", "/s/.s.PGSQL.5"))
+        import argparse
+        for bad in ("udp=1:2", "tcp=host", "tcp=host:x", "unix="):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                idle.parse_phase(bad)
+
+    def test_scram_rfc7677(self):
+        # RFC 7677 section 3 (with the user name in client-first, as the RFC has it)
+        s = idle.Scram("pencil")
+        s.nonce = "rOprNGfwEbeRWgbNEkqO"
+        s.first_bare = "n=user,r=rOprNGfwEbeRWgbNEkqO"
+        final = s.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+        self.assertEqual(final, b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+        with self.assertRaises(idle.LoginError):
+            s.final(b"r=someoneelse,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+
+    def test_startup_and_errors(self):
+        pkt = idle.startup("u", "d")
+        self.assertEqual(int.from_bytes(pkt[:4], "big"), len(pkt))
+        self.assertEqual(pkt[4:8], (196608).to_bytes(4, "big"))
+        self.assertIn(b"user\0u\0database\0d\0", pkt)
+        self.assertEqual(idle.error_text(b"SFATAL\0C28P01\0Mpassword authentication failed\0\0"),
+                         "FATAL 28P01: password authentication failed")
+
+    def test_args(self):
+        a = idle.parse_args(["--pid", "1", "--clients", "5", "--user", "u", "--dbname", "d", "--csv", "x",
+                             "--target", "pgharbor", "--phase", "tcp=127.0.0.1:1", "--phase", "tls=127.0.0.1:1"])
+        self.assertEqual((a.clients, len(a.phase), a.concurrency), (5, 2, 64))
+        with redirect_stdout(io.StringIO()):
+            sys_stderr, sys.stderr = sys.stderr, io.StringIO()
+            try:
+                with self.assertRaises(SystemExit):
+                    idle.parse_args(["--pid", "1", "--clients", "0", "--user", "u", "--dbname", "d",
+                                     "--csv", "x", "--target", "t", "--phase", "tcp=a:1"])
+            finally:
+                sys.stderr = sys_stderr
+
+
+
 class RunArguments(unittest.TestCase):
     """pgbench/run's argument parsing: errors come before anything is installed or started."""
     RUN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "run")
@@ -208,6 +420,7 @@ class RunArguments(unittest.TestCase):
             p = self.run_script(*args)
             self.assertEqual(p.returncode, 1, args)
             self.assertIn(msg, p.stderr, args)
+
 
 
 if __name__ == "__main__":
