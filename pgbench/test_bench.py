@@ -409,7 +409,9 @@ class RunArguments(unittest.TestCase):
     def test_help(self):
         p = self.run_script("--help")
         self.assertEqual(p.returncode, 0)
-        for w in ("connect8", "establish", "persistent64", "tpcb", "bulkselect", "--quick", "--pool-mode"):
+        for w in ("connect8", "establish", "persistent64", "tpcb", "bulkselect", "--quick", "--pool-mode",
+                  "--profile", "txpool", "--clients", "--skip", "--pg", "--pooler", "--idle-clients",
+                  "--pgharbor-bin", "--no-install", "--print-config"):
             self.assertIn(w, p.stdout)
 
     def test_bad_arguments(self):
@@ -422,6 +424,115 @@ class RunArguments(unittest.TestCase):
             self.assertIn(msg, p.stderr, args)
 
 
+    def config(self, *args):
+        p = self.run_script(*args, "--print-config")
+        self.assertEqual(p.returncode, 0, (args, p.stderr))
+        return dict(line.split("=", 1) for line in p.stdout.splitlines())
+
+    def error(self, *args):
+        p = self.run_script(*args, "--print-config")
+        self.assertEqual(p.returncode, 1, (args, p.stdout))
+        return p.stderr
+
+    def test_default_profile(self):
+        c = self.config()
+        self.assertEqual((c["profile"], c["rounds"], c["time"], c["warmup"], c["scale"]),
+                         ("default", "3", "4", "2", "10"))
+        self.assertEqual(c["workloads"], "connect,connect8,establish,persistent,persistent64,tpcb,bulk,bulkselect")
+        self.assertEqual(c["transports"], "unix,tcp,tcp-tls-ecdsa")
+        self.assertEqual((c["pool_mode"], c["pool_size"], c["idle_clients"], c["skip"]), ("session", "70", "0", ""))
+        self.assertEqual((c["pg"], c["pooler"], c["install"], c["plot"]), ("throwaway", "none", "1", "1"))
+
+    def test_profiles(self):
+        q = self.config("--quick")
+        self.assertEqual((q["profile"], q["rounds"], q["time"], q["warmup"], q["skip"]), ("quick", "1", "2", "1", "notls"))
+        self.assertEqual(self.config("--profile", "quick", "--rounds", "2")["rounds"], "2")
+        t = self.config("--profile", "txpool")
+        self.assertEqual((t["workloads"], t["transports"], t["pool_mode"], t["pool_size"], t["time"], t["rounds"]),
+                         ("persistent64,tpcb64", "unix,tcp", "transaction", "20", "30", "3"))
+        self.assertEqual((t["idle_clients"], t["max_client_conn"]), ("10000", "10200"))
+        t2 = self.config("--profile", "txpool", "--pool-mode", "session", "--idle-clients", "0", "--time", "5")
+        self.assertEqual((t2["pool_mode"], t2["pool_size"], t2["idle_clients"], t2["time"]), ("session", "70", "0", "5"))
+        self.assertIn("--profile: default, quick or txpool", self.error("--profile", "fast"))
+
+    def test_rounds_time_warmup_scale(self):
+        c = self.config("--rounds", "5", "--time", "7", "--warmup", "0", "--scale", "3")
+        self.assertEqual((c["rounds"], c["time"], c["warmup"], c["scale"]), ("5", "7", "0", "3"))
+        self.assertIn("not a positive integer", self.error("--scale", "0"))
+        self.assertIn("--warmup: not a number", self.error("--warmup", "x"))
+
+    def test_workloads_and_clients(self):
+        self.assertEqual(self.config("--clients", "16,64")["workloads"],
+                         "connect,connect8,establish,persistent,persistent64,tpcb,tpcb64,bulk,bulkselect")
+        self.assertEqual(self.config("--workloads", "tpcb,persistent", "--clients", "64,8")["workloads"],
+                         "persistent8,persistent64,tpcb8,tpcb64")
+        self.assertEqual(self.config("--workloads", "bulk,tpcb32,connect")["workloads"], "connect,tpcb32,bulk")
+        c = self.config("--workloads", "persistent", "--clients", "100")
+        self.assertEqual((c["workloads"], c["pool_size"]), ("persistent100", "106"))
+        self.assertIn("no persistent workload", self.error("--workloads", "connect", "--clients", "8"))
+        self.assertIn("not a positive integer: '0'", self.error("--clients", "0"))
+        self.assertIn("not a positive integer: 'x'", self.error("--clients", "16,x"))
+        self.assertIn("unknown value 'tpcb0'", self.error("--workloads", "tpcb0"))
+
+    def test_transports_and_cert(self):
+        c = self.config("--transports", "tcp-tls,unix", "--cert", "both")
+        self.assertEqual((c["transports"], c["certs"]), ("unix,tcp-tls-ecdsa,tcp-tls-rsa", "ecdsa,rsa"))
+
+    def test_pool_mode_and_size(self):
+        self.assertEqual(self.config("--pool-mode", "transaction")["pool_size"], "20")
+        self.assertEqual(self.config("--pool-mode", "statement")["pool_mode"], "statement")
+        self.assertEqual(self.config("--pool-mode", "transaction", "--pool-size", "5")["pool_size"], "5")
+        self.assertIn("--pool-mode: session, transaction or statement", self.error("--pool-mode", "txn"))
+        self.assertIn("not a positive integer", self.error("--pool-size", "0"))
+
+    def test_skip(self):
+        self.assertEqual(self.config("--skip", "pgbouncer,direct")["skip"], "direct,pgbouncer")
+        self.assertEqual(self.config("--skip-pgbouncer", "--skip-notls")["skip"], "pgbouncer,notls")
+        self.assertEqual(self.config("--skip", "pgharbor")["skip"], "pgharbor,notls")
+        self.assertIn("unknown target 'bouncer'", self.error("--skip", "bouncer"))
+        self.assertIn("every target skipped", self.error("--skip", "direct,pgharbor,pgbouncer"))
+
+    def test_idle_clients(self):
+        c = self.config("--idle-clients", "500")
+        self.assertEqual((c["idle_clients"], c["max_client_conn"], c["fd_limit"]), ("500", "2000", "4096"))
+        c = self.config("--idle-clients", "5000", "--pool-mode", "transaction")
+        self.assertEqual((c["max_client_conn"], c["fd_limit"]), ("5200", "5496"))
+        self.assertIn("--idle-clients: not a number", self.error("--idle-clients", "-1"))
+
+    def test_pg(self):
+        c = self.config("--pg", "host=/tmp port=5433 user=u dbname=d password=hunter2")
+        self.assertEqual((c["pg"], c["pg_init"]), ("existing host=/tmp port=5433 user=u dbname=d", "0"))
+        self.assertEqual(self.config("--pg", "postgresql://u:pw@db.example:6000/app", "--init")["pg"],
+                         "existing host=db.example port=6000 user=u dbname=app")
+        self.assertEqual(self.config("--pg", "postgresql://u@h/a", "--init")["pg_init"], "1")
+        p = self.run_script("--pg", "password=hunter2 host=/x", "--print-config")
+        self.assertNotIn("hunter2", p.stdout + p.stderr)
+        self.assertIn("--pg: cannot parse", self.error("--pg", "host='/tmp"))
+        self.assertIn("one certificate kind", self.error("--pg", "host=/tmp", "--cert", "both"))
+        self.assertIn("--init goes with --pg", self.error("--init"))
+
+    def test_pooler(self):
+        c = self.config("--pg", "host=/tmp", "--pooler", "host=127.0.0.1 port=6432", "--pooler-pid", "42")
+        self.assertEqual((c["pooler"], c["pooler_pid"]), ("existing host=127.0.0.1 port=6432 user= dbname=", "42"))
+        self.assertEqual((c["skip"], c["pgharbor_bin"]), ("pgharbor,notls", "none (pgharbor not run)"))
+        self.assertIn("--pooler needs --pg", self.error("--pooler", "host=/tmp"))
+        self.assertIn("--pooler-pid goes with --pooler", self.error("--pooler-pid", "42"))
+        self.assertIn("--pooler: cannot parse", self.error("--pg", "host=/tmp", "--pooler", "port"))
+
+    def test_binaries_install_output(self):
+        c = self.config("--pgharbor-bin", "/bin/sh", "--no-install", "--no-plot", "--out", "/tmp/x", "--keep",
+                        "--pg-port", "1", "--pgharbor-port", "2", "--pgbouncer-port", "3")
+        self.assertEqual((c["pgharbor_bin"], c["install"], c["plot"], c["out"], c["ports"]),
+                         ("/bin/sh", "0", "0", "/tmp/x", "1,2,3"))
+        self.assertEqual(c["keep"], "1")
+        self.assertEqual(self.config("--no-build")["pgharbor_bin"], "target/release/pgharbor (--no-build)")
+        self.assertIn("not an executable file", self.error("--pgharbor-bin", "/nonexistent/pgharbor"))
+
+    def test_limits_and_bulk(self):
+        c = self.config("--bulk-copies", "2", "--bulk-selects", "1", "--load-limit", "2.5", "--other-limit", "0.5")
+        self.assertEqual((c["bulk_copies"], c["bulk_selects"], c["load_limit"], c["other_limit"]),
+                         ("2", "1", "2.5", "0.5"))
+        self.assertIn("--load-limit: not a number", self.error("--load-limit", "high"))
 
 if __name__ == "__main__":
     unittest.main()
