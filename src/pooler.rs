@@ -76,7 +76,7 @@ impl Pooler {
     pub async fn new(config: Config) -> Result<Arc<Pooler>, PoolerError> {
         let auth_file = load_auth_file(&config).await?;
         let tls = build_acceptor(&config.tls)?;
-        Ok(Arc::new(Pooler {
+        let pooler = Arc::new(Pooler {
             tls: RwLock::new(tls),
             client_slots: Arc::new(Semaphore::new(config.pool.max_client_conn)),
             config: RwLock::new(Arc::new(config)),
@@ -90,7 +90,27 @@ impl Pooler {
             stop_accepting: CancellationToken::new(),
             terminate: CancellationToken::new(),
             tasks: TaskTracker::new(),
-        }))
+        });
+        pooler.prewarm();
+        Ok(pooler)
+    }
+
+    /// Creates the pools `min_pool_size` keeps warm whose backend user is
+    /// known before any client comes: those of databases whose conninfo
+    /// names a `user`. Other pools start at their user's first login.
+    fn prewarm(&self) {
+        let config = self.config();
+        for (name, db) in &config.databases {
+            let Some(user) = &db.conninfo.user else {
+                continue;
+            };
+            if config.min_pool_size_for(name) == 0 {
+                continue;
+            }
+            if let Err(e) = self.pool_for(name, user) {
+                tracing::warn!(database = %name, error = %e, "cannot create pool for min_pool_size");
+            }
+        }
     }
 
     /// The current configuration.
@@ -122,6 +142,7 @@ impl Pooler {
         if let Ok(mut c) = self.config.write() {
             *c = Arc::new(config);
         }
+        self.prewarm();
         Ok(())
     }
 
@@ -189,16 +210,30 @@ impl Pooler {
                     .map_or(config.pool.server_connect_timeout, |t| {
                         t.min(config.pool.server_connect_timeout)
                     });
+                let p = &config.pool;
+                let limits = self.pools.limits_for(
+                    &key,
+                    config.max_db_connections_for(database),
+                    config.max_user_connections_for(&backend_user),
+                );
                 Pool::new(
                     key.clone(),
                     target,
                     creds,
                     self.scram_cache.clone(),
                     PoolSettings {
-                        size: db.pool_size.unwrap_or(config.pool.default_pool_size),
-                        wait_timeout: config.pool.query_wait_timeout,
+                        size: config.pool_size_for(database),
+                        min_size: config.min_pool_size_for(database),
+                        reserve_size: config.reserve_pool_size_for(database),
+                        reserve_timeout: p.reserve_pool_timeout,
+                        wait_timeout: p.query_wait_timeout,
                         connect_timeout,
-                        reset_query: config.pool.server_reset_query.clone(),
+                        reset_query: p.server_reset_query.clone(),
+                        idle_timeout: p.server_idle_timeout,
+                        lifetime: p.server_lifetime,
+                        check_delay: p.server_check_delay,
+                        check_query: p.server_check_query.clone(),
+                        limits,
                         tls,
                         stats: self.stats.clone(),
                         startup_params: ["application_name", "options", "client_encoding"]

@@ -1,8 +1,8 @@
 //! The SHOW commands PgBouncer also has: same column names and meanings, so
 //! dashboards and exporters written for PgBouncer keep working. A column
 //! pgharbor does not measure yet is NULL, never a made-up number; one that
-//! PgBouncer defines but that has no meaning here (reserve pools, load
-//! balancing) holds PgBouncer's "none" value.
+//! PgBouncer defines but that has no meaning here (load balancing) holds
+//! PgBouncer's "none" value.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -278,8 +278,10 @@ fn pools_per_database(pooler: &Pooler) -> BTreeMap<String, (usize, bool)> {
 }
 
 /// `SHOW DATABASES`, with PgBouncer's (1.24) columns. `pool_mode` is the
-/// effective mode (PgBouncer leaves it NULL when inherited); `paused` is 1
-/// when a pool of the database is paused (PAUSE or KILL).
+/// database's effective mode (PgBouncer leaves it NULL when inherited; a
+/// `[users.NAME]` mode may still differ per user); `max_connections` is
+/// `max_db_connections`; `paused` is 1 when a pool of the database is
+/// paused (PAUSE or KILL).
 pub fn databases(pooler: &Pooler, _: &Authorized) -> ResultSet {
     let c = pooler.config();
     let mut rs = ResultSet::new([
@@ -317,14 +319,19 @@ pub fn databases(pooler: &Pooler, _: &Authorized) -> ResultSet {
             Value::opt_text(Some(db.conninfo.dbname.as_deref().unwrap_or(name))),
             Value::opt_text(db.conninfo.user.as_deref()),
             Value::count(c.pool_size_for(name)),
-            Value::Int(0),
-            Value::Int(0),
-            // Backends are kept until they break; PgBouncer's 0 would mean "use once".
-            Value::Null,
+            Value::count(c.min_pool_size_for(name)),
+            Value::count(c.reserve_pool_size_for(name)),
+            // Seconds. pgharbor's 0 turns the limit off, where PgBouncer's
+            // would mean "use once": show an unlimited lifetime as NULL.
+            if c.pool.server_lifetime.is_zero() {
+                Value::Null
+            } else {
+                Value::uint(c.pool.server_lifetime.as_secs())
+            },
             db.pool_mode.unwrap_or(c.pool.mode).as_str().into(),
             Value::Null,
-            // 0 = no limit per database, as in PgBouncer.
-            Value::Int(0),
+            // max_db_connections; 0 = no limit, as in PgBouncer.
+            Value::count(c.max_db_connections_for(name)),
             Value::count(open),
             Value::Int(0),
             Value::count(connected),
@@ -339,9 +346,9 @@ pub fn databases(pooler: &Pooler, _: &Authorized) -> ResultSet {
 /// user) pool, from its server registry: `sv_active` = backends lent out,
 /// `sv_used` = ones being reset after their client left, `sv_idle` = clean
 /// ones; `cl_active` = `sv_active` (session mode: one client per backend);
-/// `cl_waiting` = clients waiting for a backend. Not tracked yet, so 0: how
-/// long the oldest has waited (`maxwait`, `maxwait_us`), cancel requests in
-/// flight, backends still logging in (`sv_login`).
+/// `cl_waiting` = clients waiting for a backend; `sv_login` = backends
+/// connecting or logging in. Not tracked yet, so 0: how long the oldest has
+/// waited (`maxwait`, `maxwait_us`), cancel requests in flight.
 pub fn pools(pooler: &Pooler, _: &Authorized) -> ResultSet {
     let c = pooler.config();
     let mut rs = ResultSet::new(
@@ -392,7 +399,7 @@ pub fn pools(pooler: &Pooler, _: &Authorized) -> ResultSet {
             Value::count(count(ServerState::Idle)),
             Value::count(count(ServerState::Resetting)),
             zero(),
-            zero(),
+            Value::count(pool.logging_in()),
             zero(),
             zero(),
             c.pool_mode_for(&pool.key.database, &pool.key.user)

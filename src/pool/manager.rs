@@ -1,27 +1,67 @@
-//! The deadpool manager: opens backends and vets them on checkout.
+//! The deadpool manager: opens backends (within the shared limits) and vets
+//! them on checkout.
 
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::{Duration, Instant};
 
-use deadpool::managed::{self, Metrics, RecycleError, RecycleResult};
+use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::OwnedSemaphorePermit;
 
+use super::limits::LimitGroup;
 use super::servers::ServerRegistry;
+use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
 use crate::backend::{Backend, BackendError, BackendTarget, Credentials};
 use crate::stats::{Class, Stats};
+use crate::stream::Stream;
 use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
 
-/// A pooled backend plus whether its last reset succeeded.
+/// How often a client blocked by a shared limit looks again for an idle
+/// backend to evict (or one of its own pool to take instead).
+const LIMIT_RECHECK: Duration = Duration::from_millis(100);
+
+tokio::task_local! {
+    /// Set while the pool's maintenance task opens backends for
+    /// `min_pool_size`: it never waits for a shared limit or evicts for one.
+    pub(super) static FILLING: bool;
+}
+
+/// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
     /// The connection.
     pub backend: Backend,
     /// Set only by a successful reset at release; `recycle` refuses anything else.
     pub(super) clean: bool,
+    /// When it last went idle (opened, released or handed back).
+    pub(super) idle_since: Instant,
+    /// Its share of `max_db_connections` / `max_user_connections`, given
+    /// back when it closes.
+    _limits: Vec<OwnedSemaphorePermit>,
+}
+
+/// Why [`managed::Manager::create`] gave no backend.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// Opening or logging in failed.
+    #[error("{0}")]
+    Backend(#[from] BackendError),
+    /// A shared limit is reached (only when filling `min_pool_size`, which
+    /// does not wait).
+    #[error("connection limit reached")]
+    Limit,
+    /// While this client waited for a shared limit, a backend of its own
+    /// pool went idle: take that one instead of opening another.
+    #[error("an idle backend became available")]
+    Retry,
 }
 
 /// Creates backends for one pool and vets them on checkout.
 pub struct BackendManager {
+    pub(super) key: PoolKey,
     pub(super) target: Arc<BackendTarget>,
     pub(super) tls: BackendTls,
     pub(super) creds: RwLock<Credentials>,
@@ -36,13 +76,26 @@ pub struct BackendManager {
     /// clients of one application need no SET at login (PgBouncer does the
     /// same). Only a hint: a client with another name still gets its SET.
     pub(super) app_name_hint: Mutex<Option<String>>,
+    /// Shared limits every backend of this pool counts against.
+    pub(super) limits: Vec<Arc<LimitGroup>>,
+    /// The pool itself, to see whether it has an idle backend.
+    pub(super) this: OnceLock<WeakPool<BackendManager>>,
+    /// Backends older than this are not handed out again; zero = no limit.
+    pub(super) lifetime: Duration,
+    /// Backends idle longer than this run `check_query` at checkout.
+    pub(super) check_delay: Duration,
+    /// `""` = no check.
+    pub(super) check_query: String,
+    /// Backends connecting or logging in right now.
+    pub(super) opening: AtomicUsize,
 }
 
 impl managed::Manager for BackendManager {
     type Type = Pooled;
-    type Error = BackendError;
+    type Error = OpenError;
 
-    async fn create(&self) -> Result<Pooled, BackendError> {
+    async fn create(&self) -> Result<Pooled, OpenError> {
+        let limits = self.take_limits().await?;
         let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
         let mut params = self.startup_params.clone();
         let hint = self.app_name_hint.lock().ok().and_then(|h| h.clone());
@@ -55,7 +108,10 @@ impl managed::Manager for BackendManager {
         }
         let connect =
             Backend::connect(self.target.clone(), &self.tls, &creds, &params, &self.cache);
-        let result = match tokio::time::timeout(self.connect_timeout, connect).await {
+        self.opening.fetch_add(1, Ordering::Relaxed);
+        let result = tokio::time::timeout(self.connect_timeout, connect).await;
+        self.opening.fetch_sub(1, Ordering::Relaxed);
+        let result = match result {
             Ok(r) => r,
             Err(_) => Err(BackendError::Timeout(self.target.describe())),
         };
@@ -76,23 +132,43 @@ impl managed::Manager for BackendManager {
                 Ok(Pooled {
                     backend,
                     clean: true,
+                    idle_since: Instant::now(),
+                    _limits: limits,
                 })
             }
             Err(e) => {
                 let tls = self.tls.opening() == Opening::Require;
                 self.stats
                     .backend_failed(Class::backend(self.target.transport(), tls));
-                Err(e)
+                Err(e.into())
             }
         }
     }
 
-    async fn recycle(&self, obj: &mut Pooled, _: &Metrics) -> RecycleResult<BackendError> {
-        if obj.clean {
-            Ok(())
-        } else {
-            Err(RecycleError::message("backend was not reset cleanly"))
+    /// Runs at checkout, so it stays cheap: flags and a non-blocking peek at
+    /// the socket, plus `server_check_query` only for a backend that sat idle
+    /// longer than `server_check_delay`. A refused backend is closed and
+    /// deadpool tries the next one (or opens one).
+    async fn recycle(&self, obj: &mut Pooled, _: &Metrics) -> RecycleResult<OpenError> {
+        if !obj.clean {
+            return Err(RecycleError::message("backend was not reset cleanly"));
         }
+        if let Some(why) = obj.unfit(self.lifetime) {
+            tracing::info!(backend = obj.backend.id, reason = why, "backend closed");
+            return Err(RecycleError::message(why));
+        }
+        if !self.check_query.is_empty() && obj.idle_since.elapsed() >= self.check_delay {
+            if let Err(e) = obj.backend.run_queries(&[&self.check_query]).await {
+                tracing::info!(
+                    backend = obj.backend.id,
+                    reason = "server_check_query failed",
+                    error = %e,
+                    "backend closed"
+                );
+                return Err(RecycleError::message("server_check_query failed"));
+            }
+        }
+        Ok(())
     }
 
     /// deadpool calls this on every way out of the pool (discarded at
@@ -103,4 +179,129 @@ impl managed::Manager for BackendManager {
         self.stats.backend_closed(b.class(), b.clients_served);
         self.servers.closed(b.id);
     }
+}
+
+impl BackendManager {
+    /// One permit of every shared limit, in a fixed order (database, then
+    /// user) so two pools never wait on each other. While a limit is
+    /// reached, the longest-idle backend of another pool of the group is
+    /// closed to make room; if this pool itself has an idle backend, the
+    /// caller takes that one instead ([`OpenError::Retry`]).
+    async fn take_limits(&self) -> Result<Vec<OwnedSemaphorePermit>, OpenError> {
+        let filling = FILLING.try_with(|f| *f).unwrap_or(false);
+        let mut held = Vec::with_capacity(self.limits.len());
+        for group in &self.limits {
+            if let Some(p) = group.try_take() {
+                held.push(p);
+                continue;
+            }
+            if filling {
+                return Err(OpenError::Limit);
+            }
+            let take = group.take();
+            tokio::pin!(take);
+            let permit = loop {
+                if self.has_idle() {
+                    return Err(OpenError::Retry);
+                }
+                if group.evict_idle(&self.key) {
+                    tracing::debug!(limit = group.what(), "evicted an idle backend");
+                }
+                tokio::select! {
+                    biased;
+                    p = &mut take => break p,
+                    _ = tokio::time::sleep(LIMIT_RECHECK) => {}
+                }
+            };
+            // None only if the semaphore was closed, which it never is.
+            held.extend(permit);
+        }
+        Ok(held)
+    }
+
+    /// Whether this pool holds an idle backend right now.
+    fn has_idle(&self) -> bool {
+        self.this
+            .get()
+            .and_then(|w| w.upgrade())
+            .is_some_and(|p| p.retain(|_, _| true).retained > 0)
+    }
+}
+
+impl Pooled {
+    /// Why this idle backend must not be handed out again, if it must not:
+    /// past `lifetime`, or the server closed it or sent something unasked
+    /// (PgBouncer closes an idle server that talks, too).
+    pub(super) fn unfit(&self, lifetime: Duration) -> Option<&'static str> {
+        let b = &self.backend;
+        if !lifetime.is_zero() && b.opened_at.elapsed() >= lifetime {
+            return Some("server_lifetime reached");
+        }
+        // Replies to statements the pooler queued are expected; only a
+        // backend with nothing outstanding must be silent.
+        if b.pending_replies > 0 || !b.queued.is_empty() {
+            return None;
+        }
+        if !b.buf.is_empty() {
+            return Some("idle server connection had unread data");
+        }
+        match peek(&b.stream) {
+            Ok(Peek::Quiet) => None,
+            Ok(Peek::Closed) => Some("server closed the connection"),
+            // Typically PostgreSQL's FATAL before it closes (terminated, shut down).
+            Ok(Peek::Data) => {
+                Some("idle server connection sent data (usually an error before closing)")
+            }
+            Err(_) => Some("server connection failed"),
+        }
+    }
+}
+
+/// What an idle socket has to say.
+enum Peek {
+    /// Nothing: healthy.
+    Quiet,
+    /// End of file.
+    Closed,
+    /// Bytes nobody asked for (an error or a TLS alert before a close).
+    Data,
+}
+
+/// A non-blocking look at the socket under `stream` (through TLS too:
+/// any record from an idle server is unexpected).
+fn peek(stream: &Stream) -> io::Result<Peek> {
+    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
+    let result = match stream {
+        Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut byte),
+        Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut byte),
+        Stream::Tls(t) => return peek(t.get_ref()),
+        Stream::Detached(_) => return Ok(Peek::Closed),
+    };
+    match result {
+        Ok(0) => Ok(Peek::Closed),
+        Ok(_) => Ok(Peek::Data),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(Peek::Quiet),
+        Err(e) => Err(e),
+    }
+}
+
+/// Closes a backend taken idle out of the pool (idle timeout, lifetime,
+/// eviction): says Terminate first, as libpq does, so the server logs a
+/// clean disconnection.
+pub(super) fn close_idle(mut pooled: Pooled, why: &str) {
+    tracing::info!(backend = pooled.backend.id, reason = why, "backend closed");
+    // Room for another backend at once, not after the goodbye.
+    pooled._limits.clear();
+    if tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
+    tokio::spawn(async move {
+        const TERMINATE: [u8; 5] = [b'X', 0, 0, 0, 4];
+        let stream = &mut pooled.backend.stream;
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            stream.write_all(&TERMINATE).await?;
+            stream.flush().await
+        })
+        .await;
+    });
 }

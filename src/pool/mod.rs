@@ -5,24 +5,41 @@
 //! reset done there would land on the next client's login time — the figure
 //! the overhead report measures. Here the reset runs when a session is
 //! *released* ([`Lease::release`]), in its own task, and `recycle` is only a
-//! cheap "was it reset cleanly?" check.
+//! cheap "broken or dirty?" check: the reset flag, `server_lifetime`, a
+//! non-blocking look at the socket, and — only for a backend idle longer
+//! than `server_check_delay` — `server_check_query`, which PgBouncer runs at
+//! the same point.
+//!
+//! Who gets a backend, in order:
+//! - a client first takes one of the pool's `pool_size` places (a fair
+//!   semaphore: first come, first served), or, once it has waited
+//!   `reserve_pool_timeout`, one of `reserve_pool_size` extra places; it
+//!   keeps the place until its backend is back in the pool or closed;
+//! - then deadpool gives it an idle backend, or opens one (deadpool's size
+//!   is pool + reserve) within the shared `max_db_connections` and
+//!   `max_user_connections` limits ([`limits`]);
+//! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
+//!   and closes idle ones that are dead, too old or idle too long.
 
+mod janitor;
 mod lease;
+mod limits;
 mod manager;
 mod registry;
 mod servers;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use deadpool::managed::{self, PoolError, Timeouts};
+use deadpool::managed::{self, Object, PoolError, Timeouts};
 use deadpool::Runtime;
-use tokio::sync::watch;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 pub use lease::Lease;
-pub use manager::{BackendManager, Pooled};
+pub use limits::LimitGroup;
+pub use manager::{BackendManager, OpenError, Pooled};
 pub use registry::PoolRegistry;
 pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
@@ -60,6 +77,13 @@ pub struct Pool {
     /// Which pool this is.
     pub key: PoolKey,
     inner: managed::Pool<BackendManager>,
+    /// One permit per `pool_size` backend a client may hold.
+    main: Arc<Semaphore>,
+    /// One permit per reserve backend; only after `reserve_timeout`.
+    reserve: Arc<Semaphore>,
+    reserve_size: usize,
+    reserve_timeout: Duration,
+    size: usize,
     wait_timeout: Duration,
     reset_query: String,
     /// Clients waiting for a backend right now.
@@ -68,18 +92,38 @@ pub struct Pool {
     paused: watch::Sender<bool>,
     /// Cancelled by KILL: every session on this pool ends.
     kill: Mutex<CancellationToken>,
+    /// Stops the maintenance task.
+    stop: CancellationToken,
 }
 
 /// Settings for a new pool.
 pub struct PoolSettings {
-    /// Most backends open at once.
+    /// Backends clients may hold at once (`pool_size`).
     pub size: usize,
+    /// Backends kept open ahead of demand (at most `size`).
+    pub min_size: usize,
+    /// Extra backends for clients that waited `reserve_timeout`.
+    pub reserve_size: usize,
+    /// How long a client waits before a reserve backend may serve it; zero
+    /// turns the reserve off.
+    pub reserve_timeout: Duration,
     /// Longest wait for a free backend.
     pub wait_timeout: Duration,
     /// Limit on opening one backend.
     pub connect_timeout: Duration,
     /// Run at release; "" skips it.
     pub reset_query: String,
+    /// Idle backends unused this long are closed (down to `min_size`); zero = never.
+    pub idle_timeout: Duration,
+    /// Backends older than this are closed when released; zero = never.
+    pub lifetime: Duration,
+    /// Backends idle longer than this run `check_query` at checkout.
+    pub check_delay: Duration,
+    /// "" = no check.
+    pub check_query: String,
+    /// Shared limits (`max_db_connections`, `max_user_connections`), from
+    /// [`PoolRegistry::limits_for`].
+    pub limits: Vec<Arc<LimitGroup>>,
     /// Extra startup parameters for every backend (from the conninfo).
     pub startup_params: Vec<(String, String)>,
     /// TLS toward the server.
@@ -89,7 +133,8 @@ pub struct PoolSettings {
 }
 
 impl Pool {
-    /// A pool that opens backends to `target` with `creds`.
+    /// A pool that opens backends to `target` with `creds`, and its
+    /// maintenance task (which needs a tokio runtime).
     pub fn new(
         key: PoolKey,
         target: BackendTarget,
@@ -98,6 +143,7 @@ impl Pool {
         settings: PoolSettings,
     ) -> Result<Pool, String> {
         let manager = BackendManager {
+            key: key.clone(),
             target: Arc::new(target),
             tls: settings.tls,
             creds: RwLock::new(creds),
@@ -107,20 +153,54 @@ impl Pool {
             stats: settings.stats,
             servers: Arc::new(ServerRegistry::default()),
             app_name_hint: Mutex::new(None),
+            limits: settings.limits.clone(),
+            this: OnceLock::new(),
+            lifetime: settings.lifetime,
+            check_delay: settings.check_delay,
+            check_query: settings.check_query,
+            opening: AtomicUsize::new(0),
+        };
+        let reserve_size = if settings.reserve_timeout.is_zero() {
+            0
+        } else {
+            settings.reserve_size
         };
         let inner = managed::Pool::builder(manager)
-            .max_size(settings.size)
+            .max_size(settings.size + reserve_size)
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| format!("cannot build pool: {e}"))?;
+        let _ = inner.manager().this.set(inner.weak());
+        for group in &settings.limits {
+            group.join(key.clone(), inner.weak());
+        }
+        let main = Arc::new(Semaphore::new(settings.size));
+        let paused = watch::channel(false).0;
+        let stop = CancellationToken::new();
+        let janitor = janitor::Janitor {
+            inner: inner.clone(),
+            main: main.clone(),
+            paused: paused.subscribe(),
+            stop: stop.clone(),
+            min_size: settings.min_size.min(settings.size),
+            idle_timeout: settings.idle_timeout,
+            lifetime: settings.lifetime,
+        };
+        tokio::spawn(janitor.run());
         Ok(Pool {
             key,
             inner,
+            main,
+            reserve: Arc::new(Semaphore::new(reserve_size)),
+            reserve_size,
+            reserve_timeout: settings.reserve_timeout,
+            size: settings.size,
             wait_timeout: settings.wait_timeout,
             reset_query: settings.reset_query,
             waiting: AtomicUsize::new(0),
-            paused: watch::channel(false).0,
+            paused,
             kill: Mutex::new(CancellationToken::new()),
+            stop,
         })
     }
 
@@ -132,7 +212,7 @@ impl Pool {
     }
 
     /// Waits (first come, first served, and not while paused) for a clean
-    /// backend for client `client_id`.
+    /// backend for client `client_id`, at most `query_wait_timeout`.
     pub async fn acquire(
         self: &Arc<Self>,
         client_id: u64,
@@ -144,16 +224,11 @@ impl Pool {
             }
         }
         self.waiting.fetch_add(1, Ordering::Relaxed);
-        let got = tokio::time::timeout(self.wait_timeout, self.wait_and_get()).await;
+        let got = tokio::time::timeout(self.wait_timeout, self.checkout()).await;
         self.waiting.fetch_sub(1, Ordering::Relaxed);
-        let mut obj = match got {
-            Err(_) | Ok(Err(PoolError::Timeout(_))) => {
-                return Err(AcquireError::WaitTimeout(self.wait_timeout))
-            }
-            Ok(Ok(obj)) => obj,
-            Ok(Err(PoolError::Backend(e))) => return Err(AcquireError::Backend(e)),
-            Ok(Err(PoolError::Closed)) => return Err(AcquireError::Closed),
-            Ok(Err(e)) => return Err(AcquireError::Backend(BackendError::Protocol(e.to_string()))),
+        let (mut obj, permit) = match got {
+            Err(_) => return Err(AcquireError::WaitTimeout(self.wait_timeout)),
+            Ok(got) => got?,
         };
         obj.clean = false;
         obj.backend.clients_served += 1;
@@ -162,12 +237,15 @@ impl Pool {
         Ok(Lease {
             obj: Some(obj),
             pool: self.clone(),
+            permit: Some(permit),
         })
     }
 
-    async fn wait_and_get(
+    /// A place in the pool, then a backend.
+    async fn checkout(
         &self,
-    ) -> Result<managed::Object<BackendManager>, PoolError<BackendError>> {
+    ) -> Result<(Object<BackendManager>, OwnedSemaphorePermit), AcquireError> {
+        let permit = self.admit().await?;
         let mut paused = self.paused.subscribe();
         // Err only if the sender is gone, which cannot happen while `self` lives.
         let _ = paused.wait_for(|p| !*p).await;
@@ -176,12 +254,61 @@ impl Pool {
             create: None,
             recycle: None,
         };
-        self.inner.timeout_get(&timeouts).await
+        loop {
+            let err = match self.inner.timeout_get(&timeouts).await {
+                Ok(obj) => return Ok((obj, permit)),
+                Err(PoolError::Backend(OpenError::Retry)) => continue,
+                Err(PoolError::Backend(OpenError::Backend(e))) => AcquireError::Backend(e),
+                Err(PoolError::Closed) => AcquireError::Closed,
+                Err(e) => AcquireError::Backend(BackendError::Protocol(e.to_string())),
+            };
+            return Err(err);
+        }
+    }
+
+    /// One of the `pool_size` places, or a reserve place once this client
+    /// has waited `reserve_timeout`; FIFO in both queues (tokio's semaphore
+    /// is fair, and the main-queue place is kept while the reserve is tried).
+    async fn admit(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
+        let main = self.main.clone().acquire_owned();
+        tokio::pin!(main);
+        let permit = if self.reserve_size == 0 {
+            main.await
+        } else {
+            tokio::select! {
+                biased;
+                p = &mut main => p,
+                _ = tokio::time::sleep(self.reserve_timeout) => tokio::select! {
+                    biased;
+                    p = &mut main => p,
+                    p = self.reserve.clone().acquire_owned() => {
+                        tracing::info!(
+                            database = %self.key.database,
+                            user = %self.key.user,
+                            "taking a backend from the reserve pool"
+                        );
+                        p
+                    }
+                },
+            }
+        };
+        permit.map_err(|_| AcquireError::Closed)
+    }
+
+    /// Whether `obj` has outlived `server_lifetime`.
+    fn past_lifetime(&self, obj: &Pooled) -> bool {
+        let lifetime = self.inner.manager().lifetime;
+        !lifetime.is_zero() && obj.backend.opened_at.elapsed() >= lifetime
     }
 
     /// Clients waiting for a backend now.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Backends connecting or logging in right now.
+    pub fn logging_in(&self) -> usize {
+        self.inner.manager().opening.load(Ordering::Relaxed)
     }
 
     /// The open backends of this pool.
@@ -241,14 +368,25 @@ impl Pool {
         self.inner.retain(|_, _| false);
     }
 
-    /// Backends open and idle in the pool, and the configured maximum.
+    /// Backends open and idle in the pool, and `pool_size` (the reserve
+    /// comes on top).
     pub fn status(&self) -> (usize, usize, usize) {
         let s = self.inner.status();
-        (s.size, s.available, s.max_size)
+        (s.size, s.available, self.size)
     }
 
-    /// Stops handing out backends and drops the idle ones.
+    /// Stops handing out backends, drops the idle ones and ends the
+    /// maintenance task.
     pub fn close(&self) {
+        self.stop.cancel();
+        self.main.close();
+        self.reserve.close();
         self.inner.close();
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }

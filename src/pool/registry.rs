@@ -1,14 +1,18 @@
-//! Every pool, created on first use.
+//! Every pool, created on first use, and the limits pools share.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::{Pool, PoolKey};
+use super::{LimitGroup, Pool, PoolKey};
 
 /// Every pool, created on first use.
 #[derive(Default)]
 pub struct PoolRegistry {
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+    /// `max_db_connections`, by database name.
+    db_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
+    /// `max_user_connections`, by backend user.
+    user_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
 }
 
 impl PoolRegistry {
@@ -28,6 +32,42 @@ impl PoolRegistry {
         let p = Arc::new(make()?);
         pools.insert(key.clone(), p.clone());
         Ok(p)
+    }
+
+    /// The shared limits a new pool for `key` counts against: its
+    /// database's (`max_db`) and its user's (`max_user`), 0 meaning none.
+    /// A limit keeps the value it had when its first pool was created.
+    pub fn limits_for(
+        &self,
+        key: &PoolKey,
+        max_db: usize,
+        max_user: usize,
+    ) -> Vec<Arc<LimitGroup>> {
+        let group = |map: &Mutex<HashMap<String, Arc<LimitGroup>>>, name: &str, max, what| {
+            let mut map = map.lock().ok()?;
+            if let Some(g) = map.get(name) {
+                return Some(g.clone());
+            }
+            if max == 0 {
+                return None;
+            }
+            let g = Arc::new(LimitGroup::new(format!("{what} \"{name}\""), max));
+            map.insert(name.to_string(), g.clone());
+            Some(g)
+        };
+        let db = group(
+            &self.db_limits,
+            &key.database,
+            max_db,
+            "max_db_connections of database",
+        );
+        let user = group(
+            &self.user_limits,
+            &key.user,
+            max_user,
+            "max_user_connections of user",
+        );
+        db.into_iter().chain(user).collect()
     }
 
     /// A snapshot of all pools.
