@@ -197,6 +197,60 @@ async fn min_pool_size_opens_backends_before_any_client_and_replaces_killed_ones
     assert_eq!(field(row, "current_connections"), "2");
 }
 
+/// The same over TLS (TCP backend, sslmode=require): a dead backend is
+/// noticed under the TLS layer too.
+#[tokio::test(flavor = "multi_thread")]
+async fn min_pool_size_replaces_a_killed_tls_backend() {
+    let pg = PgCluster::shared();
+    let entry = DbEntry::new("pl_tls", Backend::Tcp)
+        .user(SCRAM_USER.0, Some(SCRAM_USER.1))
+        .conninfo_extra("sslmode=require application_name=pl_tls");
+    let tables = format!(
+        "[databases.pl_tls]\nconninfo = {:?}\nmin_pool_size = 1\n",
+        Pooler::backend_conninfo(pg, &entry)
+    );
+    let _pooler = Pooler::start(pg, opts(pg, &[], &tables));
+    let admin = pg.admin_client().await;
+    let tls_backends = || async {
+        admin
+            .query(
+                "SELECT a.pid FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid) \
+                 WHERE a.application_name = 'pl_tls' AND s.ssl ORDER BY a.pid",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, i32>(0))
+            .collect::<Vec<_>>()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let first = loop {
+        let pids = tls_backends().await;
+        if pids.len() == 1 {
+            break pids[0];
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no TLS backend at start: {pids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    admin
+        .execute("SELECT pg_terminate_backend($1)", &[&first])
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let pids = tls_backends().await;
+        if pids.len() == 1 && pids[0] != first {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not replaced: {pids:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_reserve_pool_serves_only_after_reserve_pool_timeout() {
     let pg = PgCluster::shared();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::limits::LimitGroup;
@@ -268,12 +268,20 @@ enum Peek {
 }
 
 /// A non-blocking look at the socket under `stream` (through TLS too:
-/// any record from an idle server is unexpected).
+/// any record from an idle server is unexpected). Through tokio's
+/// readiness, so the usual answer — nothing happened since the last read —
+/// costs no system call; a stale "readable" costs one peek, which clears it.
 fn peek(stream: &Stream) -> io::Result<Peek> {
     let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
     let result = match stream {
-        Stream::Tcp(s) => socket2::SockRef::from(s).peek(&mut byte),
-        Stream::Unix(s) => socket2::SockRef::from(s).peek(&mut byte),
+        Stream::Tcp(s) => s.try_io(Interest::READABLE, || {
+            socket2::SockRef::from(s).peek(&mut byte)
+        }),
+        Stream::Unix(s) => s.try_io(Interest::READABLE, || {
+            socket2::SockRef::from(s).peek(&mut byte)
+        }),
+        // Decrypted bytes OpenSSL already holds count as data too.
+        Stream::Tls(t) if t.ssl().pending() > 0 => return Ok(Peek::Data),
         Stream::Tls(t) => return peek(t.get_ref()),
         Stream::Detached(_) => return Ok(Peek::Closed),
     };
