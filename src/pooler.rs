@@ -56,6 +56,8 @@ pub struct Pooler {
     terminate: CancellationToken,
     /// Every client task, so shutdown can wait for them.
     pub tasks: TaskTracker,
+    /// Prepared statement ids shared by all clients (transaction pooling).
+    pub statements: crate::client::StatementRegistry,
 }
 
 /// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
@@ -90,6 +92,7 @@ impl Pooler {
             stop_accepting: CancellationToken::new(),
             terminate: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            statements: Default::default(),
         });
         pooler.prewarm();
         Ok(pooler)

@@ -95,7 +95,8 @@ fn timestamp(t: SystemTime) -> String {
 /// PgBouncer's state names where it has one.
 fn client_state(s: ClientState) -> &'static str {
     match s {
-        ClientState::Active => "active",
+        // PgBouncer counts a client between transactions as active too.
+        ClientState::Active | ClientState::Idle => "active",
         ClientState::WaitingForBackend => "waiting",
         ClientState::Negotiating | ClientState::Authenticating => "login",
         ClientState::Closing => "closing",

@@ -3,6 +3,7 @@
 //! transaction status) while it is handed from client to client.
 
 mod login;
+pub mod prepared;
 mod session;
 
 use std::path::PathBuf;
@@ -219,6 +220,11 @@ pub struct Backend {
     /// The startup packet carried a client's application_name (a pool hint),
     /// so a client that sends none must be given `''` explicitly.
     pub hinted_app_name: bool,
+    /// The pooler's named statements prepared here (transaction pooling).
+    pub prepared: prepared::PreparedCache,
+    /// Parameters the server does not report that the pooler SET here for a
+    /// client (transaction pooling), so the next client's can be SET or RESET.
+    pub extras: ParamSet,
 }
 
 impl Backend {
@@ -244,6 +250,8 @@ impl Backend {
             pending_replies: 0,
             queued: BytesMut::new(),
             hinted_app_name: false,
+            prepared: prepared::PreparedCache::new(200),
+            extras: ParamSet::default(),
         }
     }
 
@@ -302,6 +310,20 @@ impl ParamSet {
             }
             None => self.0.push((name.to_string(), value.to_string())),
         }
+    }
+
+    /// The value of `name`, matched as PostgreSQL matches parameter names
+    /// (case-insensitively).
+    pub fn get_ci(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Removes a parameter.
+    pub fn remove(&mut self, name: &str) {
+        self.0.retain(|(k, _)| k != name);
     }
 
     /// Records a ParameterStatus body (`name\0value\0`); false if malformed.

@@ -181,6 +181,14 @@ impl Backend {
         if !queries.is_empty() {
             self.run_queries(&queries).await?;
         }
+        if !reset_query.is_empty() {
+            // Whatever the pooler SET for a client is gone or is the
+            // server's default again.
+            self.extras = ParamSet::default();
+            if crate::protocol::sql::classify(reset_query.as_bytes(), &|_| true).drops_prepared {
+                self.prepared.clear();
+            }
+        }
         if self.tx != TxStatus::Idle {
             return Err(BackendError::Protocol(
                 "backend still in a transaction after reset".into(),

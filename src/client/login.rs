@@ -12,7 +12,8 @@ use super::negotiate::{self, Opening};
 use super::session::Session;
 use super::{params, registry, ClientError, ClientState, ConnContext, LoginTimings};
 use crate::backend::send_cancel;
-use crate::pool::Lease;
+use crate::config::PoolMode;
+use crate::pool::{Lease, Pool};
 use crate::pooler::Pooler;
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::{server, FrameBuf, PgError};
@@ -121,41 +122,72 @@ pub(super) async fn attach(
         state: ClientState::WaitingForBackend,
         backend: None,
     });
-    let acquired = acquire(
-        pooler,
-        ctx.id,
-        (&user, &database),
-        &proof,
-        &startup,
-        timings,
-    );
-    let mut lease = match acquired.await {
-        Ok(lease) => lease,
-        Err(e) => {
-            // The client did authenticate: let it see that before the error.
-            let _ = stream.write_all(&out).await;
-            return Err(e);
-        }
+    let pool = pooler.pool_for(&database, &user)?;
+    if let Proof::Scram(success) = &proof {
+        let auth_file = pooler.auth_file();
+        let secret = auth_file.as_ref().and_then(|f| f.get(&user));
+        pooler.lend_scram_keys(&pool, &user, secret, success);
+    }
+    let wanted = params::requested(&startup)?;
+    let pooled_per_transaction =
+        pooler.config().pool_mode_for(&database, &user) != PoolMode::Session;
+    let known = pooled_per_transaction
+        .then(|| params::without_backend(&pool, &wanted))
+        .flatten();
+    let (mut lease, shown) = match known {
+        Some(shown) => (None, shown),
+        None => match acquire(&pool, ctx.id, &wanted, &startup, timings).await {
+            Ok(mut lease) => {
+                params::learn(&pool, &wanted, lease.backend());
+                let shown = lease.backend().params.clone();
+                (Some(lease), shown)
+            }
+            Err(e) => {
+                // The client did authenticate: let it see that before the error.
+                let _ = stream.write_all(&out).await;
+                return Err(e);
+            }
+        },
     };
-    entry.set(ClientState::Active, Some(lease.backend().id));
+    let extras: Vec<(String, String)> = wanted
+        .into_iter()
+        .filter(|(name, _)| shown.get_ci(name).is_none())
+        .collect();
+    let backend_id = lease.as_mut().map(|l| l.backend().id);
+    entry.set(
+        if backend_id.is_some() {
+            ClientState::Active
+        } else {
+            ClientState::Idle
+        },
+        backend_id,
+    );
     let cancel_key = pooler.cancels.issue();
-    cancel_key.slot.set(Some(lease.backend().cancel.clone()));
-    for (name, value) in lease.backend().params.iter() {
+    if let Some(l) = lease.as_mut() {
+        cancel_key.slot.set(Some(l.backend().cancel.clone()));
+        for (name, value) in &extras {
+            l.backend().extras.set(name, value);
+        }
+    }
+    for (name, value) in shown.iter() {
         server::parameter_status(&mut out, name, value);
     }
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
-    server::ready_for_query(&mut out, lease.backend().tx.as_byte());
+    server::ready_for_query(&mut out, b'I');
     stream.write_all(&out).await?;
     timings.total = ctx.accepted_at.elapsed();
+    let reused = lease
+        .as_mut()
+        .is_none_or(|l| l.backend().clients_served > 1);
     pooler.stats.client_login(
         Class::client(ctx.transport, stream.is_tls()),
         &timings.report(),
-        lease.backend().clients_served > 1,
+        reused,
     );
     tracing::info!(
         user = %user,
         database = %database,
-        backend = lease.backend().id,
+        backend = backend_id,
         auth_us = timings.auth.as_micros() as u64,
         wait_us = timings.backend_wait.as_micros() as u64,
         total_us = timings.total.as_micros() as u64,
@@ -163,6 +195,8 @@ pub(super) async fn attach(
     );
     Ok(Session {
         lease,
+        params: shown,
+        extras,
         cancel_key,
         _permit: permit,
         entry,
@@ -172,28 +206,21 @@ pub(super) async fn attach(
     })
 }
 
-/// Gets a backend from the right pool and applies the client's parameters.
+/// Gets a backend from the client's pool and applies its parameters.
 async fn acquire(
-    pooler: &Arc<Pooler>,
+    pool: &Arc<Pool>,
     client_id: u64,
-    (user, database): (&str, &str),
-    proof: &Proof,
+    wanted: &[(String, String)],
     startup: &StartupMessage,
     timings: &mut LoginTimings,
 ) -> Result<Lease, ClientError> {
-    let pool = pooler.pool_for(database, user)?;
-    if let Proof::Scram(success) = proof {
-        let auth_file = pooler.auth_file();
-        let secret = auth_file.as_ref().and_then(|f| f.get(user));
-        pooler.lend_scram_keys(&pool, user, secret, success);
-    }
     let wait_started = Instant::now();
     let mut lease = pool
         .acquire(client_id, startup.get("application_name"))
         .await?;
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
-    params::apply(lease.backend(), startup).await?;
+    params::apply(lease.backend(), wanted).await?;
     timings.first_ready = acquired.elapsed();
     Ok(lease)
 }

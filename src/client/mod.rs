@@ -10,6 +10,7 @@ mod params;
 pub mod registry;
 mod relay;
 mod session;
+mod txn;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +21,7 @@ use tracing::Instrument;
 
 pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
+pub use txn::statements::StatementRegistry;
 
 use crate::config::ADMIN_DATABASE;
 use crate::pooler::Pooler;
@@ -47,6 +49,8 @@ pub enum ClientState {
     WaitingForBackend,
     /// Holding a backend and relaying.
     Active,
+    /// Logged in, holding no backend between transactions (transaction pooling).
+    Idle,
     /// Ending.
     Closing,
 }
@@ -179,5 +183,12 @@ async fn run(
             return Err(e);
         }
     };
-    session.relay(stream, buf, pooler).await
+    let mode = pooler
+        .config()
+        .pool_mode_for(&session.database, &session.user);
+    if mode == crate::config::PoolMode::Session {
+        session.relay(stream, buf, pooler).await
+    } else {
+        txn::serve(session, stream, buf, pooler, mode).await
+    }
 }

@@ -4,7 +4,8 @@
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
 use super::error::ClientError;
-use crate::backend::Backend;
+use crate::backend::{Backend, ParamSet};
+use crate::pool::Pool;
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::{PgError, Violation};
 
@@ -93,8 +94,8 @@ fn predictable(name: &str, value: &str) -> bool {
 /// A SET whose outcome is certain is only sent (its reply is read at the start
 /// of the relay); the others are waited for, so that a refused value fails
 /// the login as it would on PostgreSQL and the client sees canonical values.
-pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<(), ClientError> {
-    let mut wanted = requested(startup)?;
+pub async fn apply(backend: &mut Backend, wanted: &[(String, String)]) -> Result<(), ClientError> {
+    let mut wanted = wanted.to_vec();
     // A backend opened with another client's application_name keeps it
     // across resets; a client that sent none sees '' as on a direct login.
     if backend.hinted_app_name && !wanted.iter().any(|(k, _)| k == "application_name") {
@@ -144,6 +145,51 @@ pub async fn apply(backend: &mut Backend, startup: &StartupMessage) -> Result<()
             }
             other => ClientError::Backend(other),
         })
+}
+
+/// The parameters a client would see at login, from what earlier logins of
+/// its pool taught us; `None` when a backend must check its values (a
+/// value never seen before, or a pool with no backend opened yet).
+pub fn without_backend(pool: &Pool, wanted: &[(String, String)]) -> Option<ParamSet> {
+    let cache = pool.param_cache();
+    let mut shown = cache.base()?;
+    for (name, value) in wanted {
+        if name.contains('\0') || value.contains('\0') {
+            return None;
+        }
+        let reported = shown.get_ci(name).map(str::to_string);
+        let accepted = cache
+            .accepted(name, value)
+            .or_else(|| (reported.as_deref() == Some(value.as_str())).then(|| value.clone()))
+            .or_else(|| predictable(name, value).then(|| value.clone()))?;
+        if reported.is_some() {
+            let key = shown_name(&shown, name);
+            shown.set(&key, &accepted);
+        }
+    }
+    // A direct login without application_name shows it empty, whatever the
+    // backend the pool opened first was called.
+    if !wanted.iter().any(|(k, _)| k == "application_name") {
+        shown.set("application_name", "");
+    }
+    Some(shown)
+}
+
+/// The name as the server reports it (`DateStyle` for `datestyle`).
+fn shown_name(shown: &ParamSet, name: &str) -> String {
+    shown
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
+        .map_or_else(|| name.to_string(), |(k, _)| k.to_string())
+}
+
+/// Remembers what the server made of each requested value.
+pub fn learn(pool: &Pool, wanted: &[(String, String)], backend: &Backend) {
+    let cache = pool.param_cache();
+    for (name, value) in wanted {
+        let reported = backend.params.get_ci(name).unwrap_or(value);
+        cache.learn(name, value, reported);
+    }
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use crate::stats::{Class, SessionTransfer, Stats, FLUSH_INTERVAL};
 use crate::stream::{fill, ReadError, ReadHalf, WriteHalf};
 
 /// Frontend message types valid after login.
-const FRONTEND_TAGS: &[u8] = b"BCdcfDEHFPQSX";
+pub(super) const FRONTEND_TAGS: &[u8] = b"BCdcfDEHFPQSX";
 
 /// How a relay ended.
 #[derive(Debug)]
@@ -37,12 +37,16 @@ pub enum RelayEnd {
     BackendGone(String),
     /// The server sent a FATAL error (already relayed to the client) and closed.
     BackendFatal,
+    /// The client sat idle inside a transaction past `idle_transaction_timeout`.
+    IdleInTransaction,
+    /// A statement-pooling client opened a transaction block.
+    TransactionInStatementMode,
 }
 
 /// Counters the two directions share (uncontended atomics: both directions
 /// run in one task) to tell whether the backend is idle and when an exchange
 /// started.
-struct Progress {
+pub(super) struct Progress {
     /// Query, Sync and FunctionCall messages forwarded (each earns a ReadyForQuery).
     requests: AtomicU64,
     /// ReadyForQuery messages seen.
@@ -50,14 +54,14 @@ struct Progress {
     /// Extended-protocol messages forwarded since the last Sync.
     unsynced: AtomicU64,
     /// Bytes client → server not yet handed to the meter.
-    bytes_in: AtomicU64,
+    pub(super) bytes_in: AtomicU64,
     /// When the exchange in flight began, in ns after `epoch` plus one (0: none).
     exchange_start: AtomicU64,
     epoch: Instant,
 }
 
 impl Progress {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Progress {
             requests: AtomicU64::new(0),
             ready: AtomicU64::new(0),
@@ -68,7 +72,7 @@ impl Progress {
         }
     }
 
-    fn mark_start(&self) {
+    pub(super) fn mark_start(&self) {
         if self.exchange_start.load(Ordering::Relaxed) == 0 {
             let ns = self.epoch.elapsed().as_nanos() as u64 + 1;
             self.exchange_start.store(ns, Ordering::Relaxed);
@@ -114,7 +118,7 @@ impl<'a> Meter<'a> {
         }
     }
 
-    fn exchange_done(&mut self, progress: &Progress) {
+    pub(super) fn exchange_done(&mut self, progress: &Progress) {
         if let Some(busy) = progress.take_exchange() {
             self.pending.exchange(self.exchange_bytes, busy);
         }
@@ -124,6 +128,12 @@ impl<'a> Meter<'a> {
             // would show only one direction until it ends.
             self.flush(Some(&progress.bytes_in));
         }
+    }
+
+    /// Counts bytes relayed to the client.
+    pub(super) fn sent_to_client(&mut self, n: u64) {
+        self.exchange_bytes += n;
+        self.pending.bytes_out += n;
     }
 
     /// Hands the counters to the collector.
@@ -345,7 +355,7 @@ async fn server_to_client(
 }
 
 /// True for an ErrorResponse whose severity ends the session.
-fn is_fatal(mut body: &[u8]) -> bool {
+pub(super) fn is_fatal(mut body: &[u8]) -> bool {
     while let Some((&code, rest)) = body.split_first() {
         let Some((value, after)) = split_cstr(rest) else {
             return false;

@@ -17,7 +17,13 @@ use crate::tls::Transport;
 
 /// A logged-in client holding its backend (session pooling).
 pub(super) struct Session {
-    pub(super) lease: Lease,
+    /// The backend, when the login needed one (always in session pooling).
+    pub(super) lease: Option<Lease>,
+    /// The parameters the client was shown at login.
+    pub(super) params: crate::backend::ParamSet,
+    /// Startup parameters the server does not report (SET per backend in
+    /// transaction pooling).
+    pub(super) extras: Vec<(String, String)>,
     pub(super) cancel_key: cancel::CancelKey,
     pub(super) _permit: OwnedSemaphorePermit,
     pub(super) entry: registry::ClientEntry,
@@ -34,14 +40,31 @@ impl Session {
         buf: &mut FrameBuf,
         pooler: &Arc<Pooler>,
     ) -> Result<(), ClientError> {
+        let Some(lease) = self.lease.take() else {
+            return Err(ClientError::Backend(
+                crate::backend::BackendError::Protocol(
+                    "session pooling client without a server connection".into(),
+                ),
+            ));
+        };
+        self.relay_on(lease, stream, buf, pooler).await
+    }
+
+    async fn relay_on(
+        self,
+        mut lease: Lease,
+        stream: &mut Stream,
+        buf: &mut FrameBuf,
+        pooler: &Arc<Pooler>,
+    ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
         let shutdown = pooler.terminate_token();
-        let killed = self.lease.pool().kill_token();
+        let killed = lease.pool().kill_token();
         let client_class = Class::client(self.transport, stream.is_tls());
-        let mut meter = Meter::new(&pooler.stats, client_class, self.lease.backend().class());
+        let mut meter = Meter::new(&pooler.stats, client_class, lease.backend().class());
         let (end, idle) = {
             let (mut cr, mut cw) = stream.split();
-            let backend = self.lease.backend();
+            let backend = lease.backend();
             let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, backend, &mut meter);
             tokio::select! {
                 r = relay => r,
@@ -68,20 +91,33 @@ impl Session {
         if !idle && clean_end {
             // The client left mid-query: stop the query so the server does not
             // run it to the end for nobody, then close this backend.
-            let target = self.lease.backend().cancel.clone();
+            let target = lease.backend().cancel.clone();
             tokio::spawn(async move {
                 let _ = send_cancel(&target).await;
             });
         }
-        self.lease.release(idle && clean_end && !shutting_down);
-        match end {
-            _ if shutting_down => Err(ClientError::Shutdown),
-            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::BackendFatal => Ok(()),
-            RelayEnd::ClientViolation(v) => Err(ClientError::Protocol(v)),
-            RelayEnd::BackendGone(why) => Err(ClientError::Refused(PgError::fatal(
-                "08006",
-                format!("server connection lost: {why}"),
-            ))),
-        }
+        lease.release(idle && clean_end && !shutting_down);
+        end_result(end, shutting_down)
+    }
+}
+
+/// What the client is told when its session ends the way `end` says.
+pub(super) fn end_result(end: RelayEnd, shutting_down: bool) -> Result<(), ClientError> {
+    match end {
+        _ if shutting_down => Err(ClientError::Shutdown),
+        RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::BackendFatal => Ok(()),
+        RelayEnd::ClientViolation(v) => Err(ClientError::Protocol(v)),
+        RelayEnd::BackendGone(why) => Err(ClientError::Refused(PgError::fatal(
+            "08006",
+            format!("server connection lost: {why}"),
+        ))),
+        RelayEnd::IdleInTransaction => Err(ClientError::Refused(PgError::fatal(
+            "25P03",
+            "terminating connection due to idle-in-transaction timeout (idle_transaction_timeout)",
+        ))),
+        RelayEnd::TransactionInStatementMode => Err(ClientError::Refused(PgError::fatal(
+            "0A000",
+            "transaction blocks are not allowed in statement pooling mode",
+        ))),
     }
 }

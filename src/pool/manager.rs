@@ -11,6 +11,7 @@ use tokio::io::{AsyncWriteExt, Interest};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::limits::LimitGroup;
+use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
@@ -88,6 +89,8 @@ pub struct BackendManager {
     pub(super) check_query: String,
     /// Backends connecting or logging in right now.
     pub(super) opening: AtomicUsize,
+    /// Parameter defaults and accepted values, for logins without a backend.
+    pub(super) params: Arc<ParamCache>,
 }
 
 impl managed::Manager for BackendManager {
@@ -118,6 +121,7 @@ impl managed::Manager for BackendManager {
         match result {
             Ok(mut backend) => {
                 backend.hinted_app_name = hinted;
+                self.params.set_base_once(&backend.params);
                 self.stats
                     .backend_connect(backend.class(), &backend.connect_phases());
                 self.servers.opened(&backend);

@@ -25,6 +25,7 @@ mod janitor;
 mod lease;
 mod limits;
 mod manager;
+mod params;
 mod registry;
 mod servers;
 
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 pub use lease::Lease;
 pub use limits::LimitGroup;
 pub use manager::{BackendManager, OpenError, Pooled};
+pub use params::ParamCache;
 pub use registry::PoolRegistry;
 pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
@@ -159,6 +161,7 @@ impl Pool {
             check_delay: settings.check_delay,
             check_query: settings.check_query,
             opening: AtomicUsize::new(0),
+            params: Arc::new(ParamCache::default()),
         };
         let reserve_size = if settings.reserve_timeout.is_zero() {
             0
@@ -309,6 +312,11 @@ impl Pool {
     /// Backends connecting or logging in right now.
     pub fn logging_in(&self) -> usize {
         self.inner.manager().opening.load(Ordering::Relaxed)
+    }
+
+    /// Parameter defaults and accepted values (logins without a backend).
+    pub fn param_cache(&self) -> &ParamCache {
+        &self.inner.manager().params
     }
 
     /// The open backends of this pool.

@@ -119,6 +119,15 @@ impl FrameBuf {
         Ok(())
     }
 
+    /// Makes room for a frame of `total` bytes that may exceed the usual cap,
+    /// up to `hard_cap` (a message the pooler must read whole).
+    pub fn ensure_room_up_to(&mut self, total: usize, hard_cap: usize) -> Result<(), Violation> {
+        if total > self.max_capacity && total <= hard_cap {
+            self.max_capacity = total.next_power_of_two().min(hard_cap);
+        }
+        self.ensure_room_for(total)
+    }
+
     /// Frames one tagged message (`tag`, length word, body) whose length is at most `max_len`.
     /// `Ok(None)` means more bytes are needed (room for them has been made).
     pub fn tagged_frame(&mut self, max_len: usize) -> Result<Option<Frame>, Violation> {

@@ -65,6 +65,35 @@ impl Scanner {
         inspect: impl Fn(u8) -> bool,
         inspect_cap: usize,
     ) -> Result<Step, Violation> {
+        self.step_inner(buf, pos, inspect, inspect_cap, false)
+    }
+
+    /// As [`Scanner::step`], but a message to inspect that is larger than
+    /// `inspect_cap` is reported as a [`Step::Header`] (streamed) instead of
+    /// being an error.
+    pub fn step_capped(
+        &mut self,
+        buf: &[u8],
+        pos: usize,
+        inspect: impl Fn(u8) -> bool,
+        inspect_cap: usize,
+    ) -> Result<Step, Violation> {
+        self.step_inner(buf, pos, inspect, inspect_cap, true)
+    }
+
+    /// Length of the message whose header is at `pos`, if its header is there.
+    pub fn peek_total(buf: &[u8], pos: usize) -> Option<usize> {
+        (buf.len() >= pos + 5).then(|| be_u32(&buf[pos + 1..pos + 5]) as usize + 1)
+    }
+
+    fn step_inner(
+        &mut self,
+        buf: &[u8],
+        pos: usize,
+        inspect: impl Fn(u8) -> bool,
+        inspect_cap: usize,
+        stream_oversized: bool,
+    ) -> Result<Step, Violation> {
         let avail = buf.len() - pos;
         if self.remaining > 0 {
             if avail == 0 {
@@ -86,7 +115,7 @@ impl Scanner {
             )));
         }
         let total = len + 1;
-        if inspect(tag) {
+        if inspect(tag) && !(stream_oversized && total > inspect_cap) {
             if total > inspect_cap {
                 return Err(Violation::new(format!(
                     "message type \"{}\" of {total} bytes is too long",
@@ -163,6 +192,23 @@ mod tests {
         }
         let bytes: Vec<&[u8]> = stream.chunks(1).collect();
         assert_eq!(run(&bytes), whole);
+    }
+
+    #[test]
+    fn capped_step_streams_oversized_messages() {
+        let big = msg(b'Q', &[b'x'; 100]);
+        let mut s = Scanner::new();
+        match s.step_capped(&big[..50], 0, |t| t == b'Q', 64).unwrap() {
+            Step::Header {
+                tag: b'Q',
+                start: 0,
+                end: 50,
+            } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(!s.at_boundary());
+        assert_eq!(Scanner::peek_total(&big, 0), Some(big.len()));
+        assert_eq!(Scanner::peek_total(&big[..4], 0), None);
     }
 
     #[test]

@@ -32,11 +32,12 @@ const PHASE_BOUNDS_US: [u64; 19] = [
 /// Bucket bounds of `pgharbor_server_logins_served`.
 const LOGINS_SERVED_BOUNDS: [u64; 10] = [1, 2, 5, 10, 25, 50, 100, 250, 1_000, 10_000];
 /// Every client state, in the order `pgharbor_clients` lists them.
-const CLIENT_STATES: [ClientState; 5] = [
+const CLIENT_STATES: [ClientState; 6] = [
     ClientState::Negotiating,
     ClientState::Authenticating,
     ClientState::WaitingForBackend,
     ClientState::Active,
+    ClientState::Idle,
     ClientState::Closing,
 ];
 
@@ -95,7 +96,7 @@ struct Snapshot {
     reused_logins: u64,
     pools: Vec<PoolRow>,
     /// Logged-in clients, in [`CLIENT_STATES`] order.
-    clients: [u64; 5],
+    clients: [u64; 6],
 }
 
 impl Snapshot {
@@ -124,7 +125,7 @@ impl Snapshot {
             })
             .collect();
         pools.sort_by(|a, b| (&a.database, &a.user).cmp(&(&b.database, &b.user)));
-        let mut clients = [0; 5];
+        let mut clients = [0; 6];
         for c in pooler.clients.list() {
             if let Some(i) = CLIENT_STATES.iter().position(|s| *s == c.state) {
                 clients[i] += 1;
@@ -357,6 +358,7 @@ fn client_state_str(s: ClientState) -> &'static str {
         ClientState::Authenticating => "authenticating",
         ClientState::WaitingForBackend => "waiting",
         ClientState::Active => "active",
+        ClientState::Idle => "idle",
         ClientState::Closing => "closing",
     }
 }
@@ -479,7 +481,7 @@ mod tests {
                 waiting: 3,
                 paused: true,
             }],
-            clients: [0, 0, 1, 2, 0],
+            clients: [0, 0, 1, 2, 0, 0],
         }
     }
 

@@ -1,0 +1,297 @@
+//! Transaction and statement pooling: a logged-in client holds a backend
+//! only while it has a transaction (or statement) in flight. Between
+//! transactions it holds no backend at all; when it sends its next message
+//! it gets whichever backend is free first, made to look like its own: the
+//! parameters it follows are SET, and its named prepared statements are
+//! prepared there when first used.
+//!
+//! What a client leaves behind that outlives a transaction (temporary
+//! tables, session SETs, advisory locks, LISTEN...) pins it to its backend
+//! until it disconnects; see the README's state table.
+
+mod expect;
+mod relay;
+mod rewrite;
+pub mod statements;
+
+use std::sync::Arc;
+
+use postgres_protocol::escape::{escape_identifier, escape_literal};
+
+use super::session::Session;
+use super::{ClientError, ClientState, Meter, RelayEnd};
+use crate::backend::{send_cancel, Backend, BackendError, ParamSet};
+use crate::config::PoolMode;
+use crate::pool::Lease;
+use crate::pooler::Pooler;
+use crate::protocol::scan::Scanner;
+use crate::protocol::FrameBuf;
+use crate::stats::Class;
+use crate::stream::{fill, ReadError, Stream};
+use relay::{Mode, TxnEnd};
+use rewrite::{Pin, Rewriter};
+use statements::ClientStatements;
+
+/// Parameters every client follows in transaction pooling (as PostgreSQL
+/// reports them), besides `pool.track_parameters`.
+const TRACKED: &[&str] = &[
+    "client_encoding",
+    "DateStyle",
+    "TimeZone",
+    "IntervalStyle",
+    "standard_conforming_strings",
+    "application_name",
+];
+
+/// True if `name` is a parameter the pooler re-applies per client.
+fn is_tracked(name: &str, extra: &[String]) -> bool {
+    TRACKED.iter().any(|t| t.eq_ignore_ascii_case(name))
+        || extra.iter().any(|t| t.eq_ignore_ascii_case(name))
+}
+
+/// Serves a logged-in client in transaction or statement pooling until it leaves.
+pub(super) async fn serve(
+    session: Session,
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    pooler: &Arc<Pooler>,
+    pool_mode: PoolMode,
+) -> Result<(), ClientError> {
+    let Session {
+        mut lease,
+        mut params,
+        extras,
+        cancel_key,
+        _permit,
+        entry,
+        user,
+        database,
+        transport,
+    } = session;
+    let pool = match &lease {
+        Some(l) => l.pool().clone(),
+        None => pooler.pool_for(&database, &user)?,
+    };
+    let config = pooler.config();
+    let extra_tracked = config.pool.track_parameters.clone();
+    let tracked = |name: &str| is_tracked(name, &extra_tracked);
+    let mut statements = ClientStatements::default();
+    let mut rewriter = Rewriter {
+        statements: &mut statements,
+        registry: &pooler.statements,
+        manage: config.pool.max_prepared_statements > 0,
+        tracked: &tracked,
+    };
+    let idle_tx_timeout = Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero());
+    let max_prepared = config.pool.max_prepared_statements;
+    drop(config);
+    let shutdown = pooler.terminate_token();
+    let client_class = Class::client(transport, stream.is_tls());
+    let mut meter: Option<Meter<'_>> = None;
+    let mut scan = Scanner::new();
+    let mut pin: Option<Pin> = None;
+    let mut transactions: u64 = 0;
+    let end = loop {
+        let mut held = match lease.take() {
+            Some(l) => l,
+            None => {
+                entry.set(ClientState::Idle, None);
+                match wait_for_client(stream, buf, &scan, &shutdown).await {
+                    Waited::Message => {}
+                    Waited::End(e) => break e,
+                }
+                entry.set(ClientState::WaitingForBackend, None);
+                let app_name = params.get("application_name").map(str::to_string);
+                let acquired = tokio::select! {
+                    l = pool.acquire(cancel_key.pid as u64, app_name.as_deref()) => l,
+                    _ = shutdown.cancelled() => break RelayEnd::BackendGone("shutdown".into()),
+                };
+                let mut l = acquired.map_err(ClientError::Acquire)?;
+                if let Err(e) = sync_params(l.backend(), (&params, &extras), &tracked) {
+                    l.release(false);
+                    return Err(ClientError::Backend(e));
+                }
+                l
+            }
+        };
+        held.backend().prepared.set_capacity(max_prepared);
+        let backend_id = held.backend().id;
+        entry.set(ClientState::Active, Some(backend_id));
+        cancel_key.slot.set(Some(held.backend().cancel.clone()));
+        let meter = meter
+            .get_or_insert_with(|| Meter::new(&pooler.stats, client_class, held.backend().class()));
+        let killed = held.pool().kill_token();
+        let mode = Mode {
+            release_at_idle: pin.is_none(),
+            statement: pool_mode == PoolMode::Statement,
+            idle_tx_timeout,
+        };
+        let (end, left) = {
+            let (mut cr, mut cw) = stream.split();
+            let r = relay::relay(
+                (&mut cr, &mut cw),
+                buf,
+                &mut scan,
+                held.backend(),
+                &mut rewriter,
+                &mut params,
+                meter,
+                mode,
+            );
+            tokio::select! {
+                r = r => r,
+                _ = shutdown.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())), Default::default()),
+                _ = killed.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("killed".into())), Default::default()),
+            }
+        };
+        cancel_key.slot.set(None);
+        if pin.is_none() {
+            if let Some(p) = left.pin {
+                tracing::info!(
+                    backend = backend_id,
+                    reason = p.describe(),
+                    "client pinned to its server connection"
+                );
+                pin = Some(p);
+            }
+        }
+        match end {
+            TxnEnd::Idle if !left.discard => {
+                transactions += 1;
+                held.hand_back();
+            }
+            TxnEnd::Idle => held.release(false),
+            TxnEnd::Ended(end) => {
+                finish(held, &end, left.clean && !left.discard, pin.is_some());
+                break end;
+            }
+        }
+    };
+    if let Some(m) = meter.as_mut() {
+        m.flush(None);
+    }
+    entry.set(ClientState::Closing, None);
+    tracing::info!(
+        user = %user,
+        database = %database,
+        transactions,
+        pinned = pin.map(Pin::describe),
+        end = ?end,
+        "client session ended"
+    );
+    super::session::end_result(end, shutdown.is_cancelled())
+}
+
+/// What the client did while it held no backend.
+enum Waited {
+    /// A message (or part of one) is buffered: time to get a backend.
+    Message,
+    /// The session is over.
+    End(RelayEnd),
+}
+
+/// Waits, holding no backend, until the client sends something.
+async fn wait_for_client(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    scan: &Scanner,
+    shutdown: &tokio_util::sync::CancellationToken,
+) -> Waited {
+    if buf.is_empty() {
+        let (mut cr, _) = stream.split();
+        let read = tokio::select! {
+            r = fill(&mut cr, buf) => r,
+            _ = shutdown.cancelled() => return Waited::End(RelayEnd::BackendGone("shutdown".into())),
+        };
+        match read {
+            Ok(_) => {}
+            Err(ReadError::Violation(v)) => return Waited::End(RelayEnd::ClientViolation(v)),
+            Err(_) => return Waited::End(RelayEnd::ClientGone),
+        }
+    }
+    // A Terminate needs no backend.
+    if scan.at_boundary() && buf.readable().first() == Some(&b'X') {
+        return Waited::End(RelayEnd::Terminated);
+    }
+    Waited::Message
+}
+
+/// SETs the parameters this client follows where the backend's values
+/// differ. They are queued to go out with the client's first message; the
+/// values were accepted when the client logged in, so none can fail.
+fn sync_params(
+    backend: &mut Backend,
+    (wanted, extras): (&ParamSet, &[(String, String)]),
+    tracked: &dyn Fn(&str) -> bool,
+) -> Result<(), BackendError> {
+    let mut sql = String::new();
+    let mut set = |name: &str, value: &str| {
+        sql.push_str(&format!(
+            "SET {} TO {};",
+            escape_identifier(name),
+            escape_literal(value)
+        ));
+    };
+    for (name, value) in wanted.iter() {
+        if tracked(name) && backend.param(name) != Some(value) {
+            set(name, value);
+        }
+    }
+    for (name, value) in extras {
+        if backend.extras.get(name) != Some(value) {
+            set(name, value);
+        }
+    }
+    let stale: Vec<String> = backend
+        .extras
+        .iter()
+        .filter(|(n, _)| !extras.iter().any(|(e, _)| e == n))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    for name in &stale {
+        sql.push_str(&format!("RESET {};", escape_identifier(name)));
+        backend.extras.remove(name);
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    backend.queue_queries(&[&sql])?;
+    for (name, value) in wanted.iter() {
+        if tracked(name) {
+            backend.params.set(name, value);
+        }
+    }
+    for (name, value) in extras {
+        backend.extras.set(name, value);
+    }
+    Ok(())
+}
+
+/// Returns or closes the backend when the session ends.
+fn finish(mut lease: Lease, end: &RelayEnd, clean: bool, pinned: bool) {
+    let client_left = matches!(
+        end,
+        RelayEnd::Terminated
+            | RelayEnd::ClientGone
+            | RelayEnd::ClientViolation(_)
+            | RelayEnd::IdleInTransaction
+            | RelayEnd::TransactionInStatementMode
+    );
+    if !clean && client_left {
+        // The client left mid-query: stop the query, then close the backend.
+        let target = lease.backend().cancel.clone();
+        tokio::spawn(async move {
+            let _ = send_cancel(&target).await;
+        });
+        lease.release(false);
+        return;
+    }
+    if clean && client_left && !pinned && lease.backend().tx == crate::backend::TxStatus::Idle {
+        // Between transactions and holding no session state: as good as
+        // any backend handed back after a transaction.
+        lease.hand_back();
+        return;
+    }
+    // A reset (ROLLBACK, then the reset query) makes it clean for anyone.
+    lease.release(clean && client_left);
+}

@@ -1,0 +1,334 @@
+//! What the client → server direction does to each message in transaction
+//! pooling: note the reply it earns, spot session state that must pin the
+//! client, and map named prepared statements to the pooler's names on the
+//! backend (preparing them there first when the backend lacks them).
+
+use super::expect::{CacheFix, Expect, Replies, Reply};
+use super::statements::{ClientStatements, StatementRegistry};
+use crate::backend::prepared::{statement_name, PreparedCache};
+use crate::protocol::frontend::split_cstr;
+use crate::protocol::sql::{self, PinReason};
+use crate::protocol::Violation;
+
+/// Why a client keeps its backend until it disconnects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// Its SQL left session state behind.
+    Sql(PinReason),
+    /// It prepared a named statement while `pool.max_prepared_statements` is 0.
+    NamedStatement,
+}
+
+impl Pin {
+    /// Short text for logs.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Pin::Sql(r) => r.describe(),
+            Pin::NamedStatement => "named prepared statement (max_prepared_statements = 0)",
+        }
+    }
+}
+
+/// State both relay directions share while a client holds a backend.
+pub struct Shared<'b> {
+    /// Replies the server owes.
+    pub replies: Replies,
+    /// The backend's prepared statements.
+    pub cache: &'b mut PreparedCache,
+    /// Cache corrections waiting to be applied.
+    pub fixes: Vec<CacheFix>,
+    /// Extended-protocol messages since the last Sync.
+    pub unsynced: u32,
+    /// Set once the client must keep this backend.
+    pub pin: Option<Pin>,
+    /// A client's DISCARD ALL / DEALLOCATE ALL is in flight: if it fails, we
+    /// cannot know what is left prepared, so the backend is closed at release.
+    pub cache_doubt: bool,
+    /// Close the backend instead of pooling it.
+    pub discard: bool,
+    /// The last ReadyForQuery said a transaction is open.
+    pub in_transaction: bool,
+}
+
+impl<'b> Shared<'b> {
+    /// Fresh state for a backend just given to a client.
+    pub fn new(cache: &'b mut PreparedCache) -> Self {
+        Shared {
+            replies: Replies::new(),
+            cache,
+            fixes: Vec::new(),
+            unsynced: 0,
+            pin: None,
+            cache_doubt: false,
+            discard: false,
+            in_transaction: false,
+        }
+    }
+
+    /// Applies pending cache corrections.
+    pub fn apply_fixes(&mut self) {
+        for f in self.fixes.drain(..) {
+            match f {
+                CacheFix::Forget(id) => self.cache.remove(id),
+                CacheFix::Restore(id) => self.cache.restore(id),
+            }
+        }
+    }
+
+    fn push(&mut self, e: Expect) {
+        self.replies.push(e, &mut self.fixes);
+    }
+
+    fn pin(&mut self, p: Pin) {
+        if self.pin.is_none() {
+            self.pin = Some(p);
+        }
+    }
+}
+
+/// What became of one client message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Send it on unchanged.
+    Forward,
+    /// Its replacement (and anything the pooler added) is in `out`; for a
+    /// message only partly buffered, `consumed` bytes of it were rewritten
+    /// and the rest follows unchanged.
+    Replaced {
+        /// Bytes of the original message the replacement stands for.
+        consumed: usize,
+    },
+    /// Answered by the pooler; nothing goes to the server.
+    Swallowed,
+}
+
+/// The client's side of the rewriting.
+pub struct Rewriter<'a> {
+    /// The client's named statements.
+    pub statements: &'a mut ClientStatements,
+    /// Pooler-wide statement ids.
+    pub registry: &'a StatementRegistry,
+    /// False when `max_prepared_statements` is 0: names pass untouched and pin.
+    pub manage: bool,
+    /// Parameters the pooler follows itself (lower-case names).
+    pub tracked: &'a (dyn Fn(&str) -> bool + Sync),
+}
+
+impl Rewriter<'_> {
+    /// Handles one message: `msg` is the message from its tag on; `whole`
+    /// says it is all there (only Bind may come partly, when it is larger
+    /// than the buffer). Replacement bytes go to `out`.
+    pub fn message(
+        &mut self,
+        msg: &[u8],
+        whole: bool,
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, Violation> {
+        let tag = msg[0];
+        let body = &msg[5..];
+        if matches!(tag, b'P' | b'B' | b'D' | b'E' | b'C' | b'H') {
+            shared.unsynced += 1;
+        }
+        let outcome = match tag {
+            b'Q' => {
+                if whole {
+                    self.classify(cstr_prefix(body), shared);
+                }
+                shared.push(Expect::Client(Reply::Query));
+                Outcome::Forward
+            }
+            b'F' => {
+                shared.push(Expect::Client(Reply::FunctionCall));
+                Outcome::Forward
+            }
+            b'S' => {
+                shared.unsynced = 0;
+                shared.cache.next_batch();
+                shared.push(Expect::Client(Reply::Sync));
+                Outcome::Forward
+            }
+            b'E' => {
+                shared.push(Expect::Client(Reply::Execute));
+                Outcome::Forward
+            }
+            b'P' => self.parse(body, shared, out)?,
+            b'B' => self.bind(msg, shared, out)?,
+            b'D' => self.describe(body, shared, out)?,
+            b'C' => self.close(body, shared)?,
+            // Flush and COPY data earn no reply of their own.
+            _ => Outcome::Forward,
+        };
+        Ok(outcome)
+    }
+
+    fn classify(&mut self, sql: &[u8], shared: &mut Shared<'_>) {
+        let fx = sql::classify(sql, self.tracked);
+        if let Some(r) = fx.pin {
+            shared.pin(Pin::Sql(r));
+        }
+        if fx.drops_prepared {
+            shared.cache.clear();
+            shared.cache_doubt = true;
+            self.statements.clear();
+        }
+    }
+
+    fn parse(
+        &mut self,
+        body: &[u8],
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, Violation> {
+        let (name, definition) = split_cstr(body).ok_or_else(malformed("Parse"))?;
+        let (query, _) = split_cstr(definition).ok_or_else(malformed("Parse"))?;
+        self.classify(query, shared);
+        if name.is_empty() || !self.manage {
+            if !name.is_empty() {
+                shared.pin(Pin::NamedStatement);
+            }
+            shared.push(Expect::Client(Reply::Parse { id: None }));
+            return Ok(Outcome::Forward);
+        }
+        let stmt = self.registry.intern(definition);
+        if !self.statements.define(name, stmt.clone()) {
+            return Err(Violation::new(format!(
+                "prepared statement \"{}\" already exists",
+                String::from_utf8_lossy(name)
+            )));
+        }
+        if shared.cache.touch(stmt.id) {
+            shared.push(Expect::Synthetic(b'1'));
+            return Ok(Outcome::Swallowed);
+        }
+        evict_for(stmt.id, shared, out);
+        put_parse(out, stmt.id, definition);
+        shared.push(Expect::Client(Reply::Parse { id: Some(stmt.id) }));
+        Ok(Outcome::Replaced {
+            consumed: body.len() + 5,
+        })
+    }
+
+    fn bind(
+        &mut self,
+        msg: &[u8],
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, Violation> {
+        let body = &msg[5..];
+        let total_len = crate::protocol::be_u32(&msg[1..5]) as usize;
+        let (portal, rest) = split_cstr(body).ok_or_else(malformed("Bind"))?;
+        let (name, _) = split_cstr(rest).ok_or_else(malformed("Bind"))?;
+        let id = self.prepared_id(name, shared, out);
+        shared.push(Expect::Client(Reply::Bind));
+        let Some(id) = id else {
+            return Ok(Outcome::Forward);
+        };
+        let after_names = portal.len() + name.len() + 2;
+        let mut new_name = Vec::with_capacity(24);
+        statement_name(id, &mut new_name);
+        let new_len = total_len - name.len() + new_name.len();
+        out.push(b'B');
+        out.extend_from_slice(&(new_len as u32).to_be_bytes());
+        out.extend_from_slice(portal);
+        out.push(0);
+        out.extend_from_slice(&new_name);
+        out.push(0);
+        out.extend_from_slice(&body[after_names..]);
+        Ok(Outcome::Replaced {
+            consumed: msg.len(),
+        })
+    }
+
+    fn describe(
+        &mut self,
+        body: &[u8],
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<Outcome, Violation> {
+        let (&kind, rest) = body.split_first().ok_or_else(malformed("Describe"))?;
+        let (name, _) = split_cstr(rest).ok_or_else(malformed("Describe"))?;
+        if kind != b'S' {
+            shared.push(Expect::Client(Reply::DescribePortal));
+            return Ok(Outcome::Forward);
+        }
+        let id = self.prepared_id(name, shared, out);
+        shared.push(Expect::Client(Reply::DescribeStatement));
+        let Some(id) = id else {
+            return Ok(Outcome::Forward);
+        };
+        let mut new_name = Vec::with_capacity(24);
+        statement_name(id, &mut new_name);
+        new_name.push(0);
+        put_msg(out, b'D', &[b"S", &new_name]);
+        Ok(Outcome::Replaced {
+            consumed: body.len() + 5,
+        })
+    }
+
+    fn close(&mut self, body: &[u8], shared: &mut Shared<'_>) -> Result<Outcome, Violation> {
+        let (&kind, rest) = body.split_first().ok_or_else(malformed("Close"))?;
+        let (name, _) = split_cstr(rest).ok_or_else(malformed("Close"))?;
+        // The backend keeps the statement for other clients; the LRU closes it.
+        if kind == b'S' && !name.is_empty() && self.manage && self.statements.close(name) {
+            shared.push(Expect::Synthetic(b'3'));
+            return Ok(Outcome::Swallowed);
+        }
+        shared.push(Expect::Client(Reply::Close { evicted: None }));
+        Ok(Outcome::Forward)
+    }
+
+    /// The pooler id of the client's statement `name`, prepared on the
+    /// backend first if it lacks it; `None` for the unnamed statement and
+    /// names the pooler does not manage (the server answers for those).
+    fn prepared_id(&self, name: &[u8], shared: &mut Shared<'_>, out: &mut Vec<u8>) -> Option<u64> {
+        if name.is_empty() || !self.manage {
+            return None;
+        }
+        let stmt = self.statements.get(name)?;
+        if !shared.cache.touch(stmt.id) {
+            evict_for(stmt.id, shared, out);
+            put_parse(out, stmt.id, &stmt.definition);
+            shared.push(Expect::Injected(Reply::Parse { id: Some(stmt.id) }));
+        }
+        Some(stmt.id)
+    }
+}
+
+/// Records `id` in the cache and writes a Close for each statement it evicts.
+fn evict_for(id: u64, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
+    for old in shared.cache.insert(id) {
+        let mut name = Vec::with_capacity(24);
+        statement_name(old, &mut name);
+        name.push(0);
+        put_msg(out, b'C', &[b"S", &name]);
+        shared.push(Expect::Injected(Reply::Close { evicted: Some(old) }));
+    }
+}
+
+/// Writes Parse of the pooler's statement `id`.
+fn put_parse(out: &mut Vec<u8>, id: u64, definition: &[u8]) {
+    let mut name = Vec::with_capacity(24);
+    statement_name(id, &mut name);
+    name.push(0);
+    put_msg(out, b'P', &[&name, definition]);
+}
+
+/// Writes one message made of `parts`.
+fn put_msg(out: &mut Vec<u8>, tag: u8, parts: &[&[u8]]) {
+    let len: usize = 4 + parts.iter().map(|p| p.len()).sum::<usize>();
+    out.push(tag);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+}
+
+/// The text of a Query body (up to its NUL, or all of it if there is none).
+fn cstr_prefix(body: &[u8]) -> &[u8] {
+    split_cstr(body).map_or(body, |(s, _)| s)
+}
+
+fn malformed(what: &'static str) -> impl Fn() -> Violation {
+    move || Violation::new(format!("invalid {what} message format"))
+}

@@ -1,0 +1,116 @@
+//! Protocol-level prepared statements in transaction pooling: each client's
+//! names map to pooler statements, one per distinct (query, parameter types)
+//! across all clients, which every backend prepares under its own name the
+//! first time a client needs it there.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+/// Distinct statement texts remembered before the map starts over; ids are
+/// never reused, so starting over only costs backends a re-Parse.
+const REGISTRY_LIMIT: usize = 100_000;
+
+/// One statement as the client defined it.
+#[derive(Debug)]
+pub struct Statement {
+    /// Pooler-wide id; the backend name is `PGHARBOR_<id>`.
+    pub id: u64,
+    /// The Parse body after the statement name: query text and parameter types.
+    pub definition: Bytes,
+}
+
+/// Pooler-wide map from statement definition to id.
+#[derive(Default)]
+pub struct StatementRegistry {
+    ids: Mutex<HashMap<Bytes, Arc<Statement>>>,
+    next: AtomicU64,
+}
+
+impl StatementRegistry {
+    /// The statement for `definition`, registering it if new.
+    pub fn intern(&self, definition: &[u8]) -> Arc<Statement> {
+        let mut ids = match self.ids.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(s) = ids.get(definition) {
+            return s.clone();
+        }
+        if ids.len() >= REGISTRY_LIMIT {
+            ids.clear();
+        }
+        let definition = Bytes::copy_from_slice(definition);
+        let s = Arc::new(Statement {
+            id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
+            definition: definition.clone(),
+        });
+        ids.insert(definition, s.clone());
+        s
+    }
+
+    /// Distinct statements known now.
+    pub fn len(&self) -> usize {
+        self.ids.lock().map(|g| g.len()).unwrap_or(0)
+    }
+
+    /// True when no statement is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// One client's named statements.
+#[derive(Default)]
+pub struct ClientStatements {
+    by_name: HashMap<Box<[u8]>, Arc<Statement>>,
+}
+
+impl ClientStatements {
+    /// The statement the client named `name`.
+    pub fn get(&self, name: &[u8]) -> Option<&Arc<Statement>> {
+        self.by_name.get(name)
+    }
+
+    /// Defines `name`; false if the client already has a statement by that name.
+    pub fn define(&mut self, name: &[u8], s: Arc<Statement>) -> bool {
+        if self.by_name.contains_key(name) {
+            return false;
+        }
+        self.by_name.insert(name.into(), s);
+        true
+    }
+
+    /// Forgets `name` (the client closed it).
+    pub fn close(&mut self, name: &[u8]) -> bool {
+        self.by_name.remove(name).is_some()
+    }
+
+    /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).
+    pub fn clear(&mut self) {
+        self.by_name.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_definition_same_id_across_clients() {
+        let r = StatementRegistry::default();
+        let a = r.intern(b"SELECT 1\0\0\0");
+        let b = r.intern(b"SELECT 1\0\0\0");
+        let c = r.intern(b"SELECT 2\0\0\0");
+        assert_eq!(a.id, b.id);
+        assert_ne!(a.id, c.id);
+        let mut mine = ClientStatements::default();
+        assert!(mine.define(b"s1", a.clone()));
+        assert!(!mine.define(b"s1", c));
+        assert_eq!(mine.get(b"s1").map(|s| s.id), Some(a.id));
+        assert!(mine.close(b"s1"));
+        assert!(!mine.close(b"s1"));
+    }
+}

@@ -1,0 +1,94 @@
+//! Transaction pooling: clients share backends per transaction, with their
+//! prepared statements and parameters following them.
+
+mod common;
+
+use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
+
+fn txn_pooler(pg: &PgCluster, size: usize) -> Pooler {
+    let mut opts = PoolerOpts::default().pool_size(size);
+    opts.mode = "transaction".into();
+    Pooler::start(pg, opts)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_clients_alternate_over_one_backend_with_prepared_statements() {
+    let pg = PgCluster::shared();
+    let pooler = txn_pooler(pg, 1);
+    let ci = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let a = connect_ok(&ci).await;
+    let b = connect_ok(&ci).await;
+    let sa = a.prepare("SELECT $1::int + 1").await.unwrap();
+    let sb = b.prepare("SELECT $1::int * 10").await.unwrap();
+    for i in 0..20i32 {
+        let ra: i32 = a.query_one(&sa, &[&i]).await.unwrap().get(0);
+        let rb: i32 = b.query_one(&sb, &[&i]).await.unwrap().get(0);
+        assert_eq!(ra, i + 1);
+        assert_eq!(rb, i * 10);
+    }
+    let pa: i32 = a
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    let pb: i32 = b
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(pa, pb, "one backend serves both");
+}
+
+fn pgbench(pooler: &Pooler, t: Transport, args: &[&str]) -> std::process::Output {
+    common::clients::pgbench_cmd(
+        &pooler.host(t),
+        pooler.port(),
+        SCRAM_USER.0,
+        Some(SCRAM_USER.1),
+        TEST_DB,
+    )
+    .args(args)
+    .output()
+    .expect("run pgbench")
+}
+
+#[test]
+fn pgbench_every_query_mode_through_transaction_pooling() {
+    let pg = PgCluster::shared();
+    let pooler = txn_pooler(pg, 2);
+    let init = pgbench(&pooler, Transport::Unix, &["-i", "-s", "1", "-q"]);
+    assert!(
+        init.status.success(),
+        "{}",
+        String::from_utf8_lossy(&init.stderr)
+    );
+    pg.psql_ok(TEST_DB, "TRUNCATE pgbench_history");
+    let mut runs = 0;
+    for t in Transport::ALL {
+        for mode in ["simple", "extended", "prepared"] {
+            for connect in [false, true] {
+                // One pgbench thread per client: a thread blocked in a
+                // synchronous connect or PQprepare while another of its
+                // clients holds a backend mid-transaction would deadlock
+                // with any pool smaller than the client count.
+                let mut args = vec!["-n", "-M", mode, "-c", "8", "-j", "8", "-t", "50"];
+                if connect {
+                    args.push("-C");
+                }
+                let out = pgbench(&pooler, t, &args);
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                assert!(
+                    out.status.success()
+                        && stdout.contains("number of transactions actually processed: 400/400"),
+                    "pgbench -M {mode} -C={connect} over {t:?}: {stdout}\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                runs += 1;
+            }
+        }
+    }
+    assert_eq!(
+        pg.psql_ok(TEST_DB, "SELECT count(*) FROM pgbench_history"),
+        (runs * 400).to_string()
+    );
+}
