@@ -84,6 +84,17 @@ impl AsyncWrite for Detached {
 }
 
 impl Stream {
+    /// Waits until a plain socket has data (or EOF) without a buffer to
+    /// read into; returns at once for TLS, whose library may hold decrypted
+    /// bytes already.
+    pub async fn wait_readable(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.readable().await,
+            Stream::Unix(s) => s.readable().await,
+            Stream::Tls(_) | Stream::Detached(_) => Ok(()),
+        }
+    }
+
     /// Borrows both halves so the relay can read and write concurrently.
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {

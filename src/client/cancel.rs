@@ -5,7 +5,11 @@
 //! so a late cancel cannot hit the backend's next client.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use rand::Rng;
 
@@ -13,19 +17,66 @@ use crate::backend::CancelTarget;
 
 /// Where one client's cancel key currently points.
 #[derive(Default)]
-pub struct CancelSlot(Mutex<Option<CancelTarget>>);
+pub struct CancelSlot {
+    target: Mutex<Option<CancelTarget>>,
+    /// Cancels taken from this slot and not yet delivered.
+    in_flight: AtomicUsize,
+    delivered: Notify,
+}
 
 impl CancelSlot {
     /// Points the key at a backend (None: no backend attached).
     pub fn set(&self, target: Option<CancelTarget>) {
-        if let Ok(mut g) = self.0.lock() {
+        if let Ok(mut g) = self.target.lock() {
             *g = target;
         }
     }
 
     /// The backend the key points at now.
     pub fn get(&self) -> Option<CancelTarget> {
-        self.0.lock().ok().and_then(|g| g.clone())
+        self.target.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Takes the target for a cancel to forward; the backend is not given to
+    /// another client until the returned guard is dropped (see
+    /// [`CancelSlot::wait_delivered`]).
+    fn take_for_cancel(self: &Arc<Self>) -> Option<(CancelTarget, InFlight)> {
+        let g = self.target.lock().ok()?;
+        let target = g.clone()?;
+        // Counted under the lock, so a `set(None)` that follows sees it.
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        Some((target, InFlight(self.clone())))
+    }
+
+    /// Waits (at most `limit`) for cancels already on their way to the
+    /// backend, so that one sent for this client's query cannot hit the
+    /// next client's. Call after `set(None)`.
+    pub async fn wait_delivered(&self, limit: Duration) {
+        let wait = async {
+            loop {
+                let notified = self.delivered.notified();
+                if self.in_flight.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, wait).await;
+    }
+
+    /// True when no cancel is on its way (the common case: no wait needed).
+    pub fn idle(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) == 0
+    }
+}
+
+/// A cancel on its way to a backend.
+pub struct InFlight(Arc<CancelSlot>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.delivered.notify_waiters();
     }
 }
 
@@ -71,10 +122,15 @@ impl CancelRegistry {
         }
     }
 
-    /// The backend to cancel for a key a client presented, if the key is live.
-    pub fn lookup(&self, pid: i32, secret: i32) -> Option<CancelTarget> {
-        let keys = self.keys.lock().ok()?;
-        keys.get(&(pid, secret)).and_then(|s| s.get())
+    /// The backend to cancel for a key a client presented, if the key is
+    /// live and its client holds a backend; keep the guard until the cancel
+    /// is delivered.
+    pub fn lookup(&self, pid: i32, secret: i32) -> Option<(CancelTarget, InFlight)> {
+        let slot = {
+            let keys = self.keys.lock().ok()?;
+            keys.get(&(pid, secret))?.clone()
+        };
+        slot.take_for_cancel()
     }
 }
 

@@ -139,7 +139,7 @@ pub(super) async fn attach(
         None => match acquire(&pool, ctx.id, &wanted, &startup, timings).await {
             Ok(mut lease) => {
                 params::learn(&pool, &wanted, lease.backend());
-                let shown = lease.backend().params.clone();
+                let shown = Arc::new(lease.backend().params.clone());
                 (Some(lease), shown)
             }
             Err(e) => {
@@ -255,7 +255,7 @@ fn identify(startup: &StartupMessage) -> Result<(String, String), ClientError> {
 /// Forwards a cancel for a live key; unknown keys are dropped silently, as PostgreSQL does.
 async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
     match pooler.cancels.lookup(pid, secret) {
-        Some(target) => {
+        Some((target, _in_flight)) => {
             tracing::info!(backend_pid = target.pid, "forwarding cancel request");
             if let Err(e) = send_cancel(&target).await {
                 tracing::warn!(error = %e, "cancel request could not reach the server");

@@ -150,9 +150,12 @@ async fn run(
     // authentication); waiting for a backend is bounded by query_wait_timeout.
     let login_timeout = pooler.config().listen.client_login_timeout;
     let mut timings = LoginTimings::default();
+    // Each phase's future is boxed: a task is as big as its largest state,
+    // and an idle client (tens of thousands of them) should not carry the
+    // login's or the relay's state while it waits.
     let handshake = tokio::time::timeout(
         login_timeout,
-        handshake(stream, buf, ctx, pooler, &mut timings),
+        Box::pin(handshake(stream, buf, ctx, pooler, &mut timings)),
     );
     let login = match handshake.await {
         Err(_) => Err(ClientError::LoginTimeout),
@@ -167,9 +170,9 @@ async fn run(
             if let Proof::Scram(success) = &login.proof {
                 server::auth_sasl_final(&mut out, &success.server_final);
             }
-            return crate::admin::serve(stream, buf, pooler, &login.user, out).await;
+            return Box::pin(crate::admin::serve(stream, buf, pooler, &login.user, out)).await;
         }
-        Ok(login) => attach(stream, ctx, pooler, login, &mut timings).await,
+        Ok(login) => Box::pin(attach(stream, ctx, pooler, login, &mut timings)).await,
         Err(e) => Err(e),
     };
     let session = match session {
@@ -187,8 +190,8 @@ async fn run(
         .config()
         .pool_mode_for(&session.database, &session.user);
     if mode == crate::config::PoolMode::Session {
-        session.relay(stream, buf, pooler).await
+        Box::pin(session.relay(stream, buf, pooler)).await
     } else {
-        txn::serve(session, stream, buf, pooler, mode).await
+        Box::pin(txn::serve(session, stream, buf, pooler, mode)).await
     }
 }

@@ -1,6 +1,8 @@
 //! Making a pooled backend's session parameters match what a client asked
 //! for in its StartupMessage, so that it sees what a direct connection shows.
 
+use std::sync::Arc;
+
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
 use super::error::ClientError;
@@ -150,8 +152,11 @@ pub async fn apply(backend: &mut Backend, wanted: &[(String, String)]) -> Result
 /// The parameters a client would see at login, from what earlier logins of
 /// its pool taught us; `None` when a backend must check its values (a
 /// value never seen before, or a pool with no backend opened yet).
-pub fn without_backend(pool: &Pool, wanted: &[(String, String)]) -> Option<ParamSet> {
+pub fn without_backend(pool: &Pool, wanted: &[(String, String)]) -> Option<Arc<ParamSet>> {
     let cache = pool.param_cache();
+    if let Some(shown) = cache.shown_for(wanted) {
+        return Some(shown);
+    }
     let mut shown = cache.base()?;
     for (name, value) in wanted {
         if name.contains('\0') || value.contains('\0') {
@@ -172,6 +177,8 @@ pub fn without_backend(pool: &Pool, wanted: &[(String, String)]) -> Option<Param
     if !wanted.iter().any(|(k, _)| k == "application_name") {
         shown.set("application_name", "");
     }
+    let shown = Arc::new(shown);
+    cache.remember_shown(wanted, &shown);
     Some(shown)
 }
 

@@ -20,7 +20,7 @@ pub(super) struct Session {
     /// The backend, when the login needed one (always in session pooling).
     pub(super) lease: Option<Lease>,
     /// The parameters the client was shown at login.
-    pub(super) params: crate::backend::ParamSet,
+    pub(super) params: Arc<crate::backend::ParamSet>,
     /// Startup parameters the server does not report (SET per backend in
     /// transaction pooling).
     pub(super) extras: Vec<(String, String)>,

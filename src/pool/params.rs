@@ -9,12 +9,15 @@
 //! same process would wait forever.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::ParamSet;
 
 /// Accepted (name, value) pairs remembered before the map starts over.
 const LIMIT: usize = 4096;
+
+/// Startup parameters asked, and the parameter set shown for them.
+type Shown = (Vec<(String, String)>, Arc<ParamSet>);
 
 /// Parameter knowledge of one pool.
 #[derive(Default)]
@@ -25,6 +28,10 @@ pub struct ParamCache {
     /// (name, value as a client asked) → value as PostgreSQL reported it
     /// (the same value for parameters it does not report).
     accepted: Mutex<HashMap<(String, String), String>>,
+    /// The last parameter set shown at a login without backend, and the
+    /// startup parameters it answered: clients of one application ask the
+    /// same, and share one copy.
+    last_shown: Mutex<Option<Shown>>,
 }
 
 impl ParamCache {
@@ -53,6 +60,22 @@ impl ParamCache {
                 (name.to_ascii_lowercase(), requested.to_string()),
                 reported.to_string(),
             );
+        }
+    }
+
+    /// The set shown last for exactly `wanted`, if any.
+    pub fn shown_for(&self, wanted: &[(String, String)]) -> Option<Arc<ParamSet>> {
+        let last = self.last_shown.lock().ok()?;
+        match &*last {
+            Some((w, shown)) if w == wanted => Some(shown.clone()),
+            _ => None,
+        }
+    }
+
+    /// Remembers the set shown for `wanted`.
+    pub fn remember_shown(&self, wanted: &[(String, String)], shown: &Arc<ParamSet>) {
+        if let Ok(mut last) = self.last_shown.lock() {
+            *last = Some((wanted.to_vec(), shown.clone()));
         }
     }
 

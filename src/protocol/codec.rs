@@ -24,6 +24,8 @@ pub struct FrameBuf {
     head: usize,
     tail: usize,
     max_capacity: usize,
+    /// Size to come back to after [`FrameBuf::shed`].
+    initial: usize,
 }
 
 impl FrameBuf {
@@ -34,6 +36,15 @@ impl FrameBuf {
             head: 0,
             tail: 0,
             max_capacity: max_capacity.max(initial),
+            initial,
+        }
+    }
+
+    /// Frees the memory of an empty buffer (an idle connection among
+    /// thousands); the next read allocates it again at its initial size.
+    pub fn shed(&mut self) {
+        if self.is_empty() && !self.data.is_empty() {
+            self.data = Vec::new();
         }
     }
 
@@ -62,6 +73,9 @@ impl FrameBuf {
 
     /// Free space to read into; compacts first if the tail reached the end.
     pub fn spare(&mut self) -> &mut [u8] {
+        if self.data.is_empty() {
+            self.data = vec![0; self.initial];
+        }
         if self.tail == self.data.len() && self.head > 0 {
             self.compact();
         }
@@ -196,6 +210,18 @@ mod tests {
         let spare = b.spare();
         spare[..bytes.len()].copy_from_slice(bytes);
         b.filled(bytes.len());
+    }
+
+    #[test]
+    fn shed_buffer_comes_back_on_the_next_read() {
+        let mut b = FrameBuf::new(16, 64);
+        b.shed();
+        assert_eq!(b.capacity(), 0);
+        assert_eq!(b.spare().len(), 16);
+        b.spare()[..3].copy_from_slice(b"abc");
+        b.filled(3);
+        b.shed();
+        assert_eq!(b.readable(), b"abc", "a buffer holding data is kept");
     }
 
     #[test]

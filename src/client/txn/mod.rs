@@ -32,6 +32,9 @@ use relay::{Mode, TxnEnd};
 use rewrite::{Pin, Rewriter};
 use statements::ClientStatements;
 
+/// Longest a backend waits for a cancel on its way before going back to the pool.
+const CANCEL_DELIVERY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Parameters every client follows in transaction pooling (as PostgreSQL
 /// reports them), besides `pool.track_parameters`.
 const TRACKED: &[&str] = &[
@@ -96,14 +99,14 @@ pub(super) async fn serve(
             Some(l) => l,
             None => {
                 entry.set(ClientState::Idle, None);
-                match wait_for_client(stream, buf, &scan, &shutdown).await {
+                match Box::pin(wait_for_client(stream, buf, &scan, &shutdown)).await {
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
                 entry.set(ClientState::WaitingForBackend, None);
                 let app_name = params.get("application_name").map(str::to_string);
                 let acquired = tokio::select! {
-                    l = pool.acquire(cancel_key.pid as u64, app_name.as_deref()) => l,
+                    l = Box::pin(pool.acquire(cancel_key.pid as u64, app_name.as_deref())) => l,
                     _ = shutdown.cancelled() => break RelayEnd::BackendGone("shutdown".into()),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
@@ -128,7 +131,7 @@ pub(super) async fn serve(
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
-            let r = relay::relay(
+            let r = Box::pin(relay::relay(
                 (&mut cr, &mut cw),
                 buf,
                 &mut scan,
@@ -137,7 +140,7 @@ pub(super) async fn serve(
                 &mut params,
                 meter,
                 mode,
-            );
+            ));
             tokio::select! {
                 r = r => r,
                 _ = shutdown.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())), Default::default()),
@@ -145,6 +148,11 @@ pub(super) async fn serve(
             }
         };
         cancel_key.slot.set(None);
+        if !cancel_key.slot.idle() {
+            // A cancel for this client's query is on its way: the backend
+            // must not run another client's query before it lands.
+            cancel_key.slot.wait_delivered(CANCEL_DELIVERY_LIMIT).await;
+        }
         if pin.is_none() {
             if let Some(p) = left.pin {
                 tracing::info!(
@@ -198,6 +206,15 @@ async fn wait_for_client(
     shutdown: &tokio_util::sync::CancellationToken,
 ) -> Waited {
     if buf.is_empty() {
+        // Idle clients may be many: hold no read buffer while waiting.
+        buf.shed();
+        let ready = tokio::select! {
+            r = stream.wait_readable() => r,
+            _ = shutdown.cancelled() => return Waited::End(RelayEnd::BackendGone("shutdown".into())),
+        };
+        if ready.is_err() {
+            return Waited::End(RelayEnd::ClientGone);
+        }
         let (mut cr, _) = stream.split();
         let read = tokio::select! {
             r = fill(&mut cr, buf) => r,

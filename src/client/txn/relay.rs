@@ -9,7 +9,7 @@
 //! message is copied into an output buffer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -75,7 +75,7 @@ pub async fn relay(
     cscan: &mut Scanner,
     backend: &mut Backend,
     rewriter: &mut Rewriter<'_>,
-    client_params: &mut ParamSet,
+    client_params: &mut Arc<ParamSet>,
     meter: &mut Meter<'_>,
     mode: Mode,
 ) -> (TxnEnd, Left) {
@@ -336,7 +336,7 @@ impl Down<'_, '_> {
         br: &mut ReadHalf<'_>,
         cw: &mut WriteHalf<'_>,
         (buf, scan): (&mut FrameBuf, &mut Scanner),
-        (params, client_params, tx): (&mut ParamSet, &mut ParamSet, &mut TxStatus),
+        (params, client_params, tx): (&mut ParamSet, &mut Arc<ParamSet>, &mut TxStatus),
         pending_replies: &mut usize,
         meter: &mut Meter<'_>,
     ) -> TxnEnd {
@@ -418,7 +418,7 @@ impl Down<'_, '_> {
         buf: &mut FrameBuf,
         scan: &mut Scanner,
         out: &mut Vec<u8>,
-        (params, client_params, tx): (&mut ParamSet, &mut ParamSet, &mut TxStatus),
+        (params, client_params, tx): (&mut ParamSet, &mut Arc<ParamSet>, &mut TxStatus),
         fatal: &mut bool,
     ) -> Result<(usize, bool, bool), String> {
         let inspect = |t| matches!(t, b'Z' | b'S' | b'E' | b'1' | b'3');
@@ -483,7 +483,7 @@ impl Down<'_, '_> {
                     }
                     b'S' => {
                         params.apply_status(body);
-                        client_params.apply_status(body);
+                        Arc::make_mut(client_params).apply_status(body);
                     }
                     b'E' => {
                         *fatal |= is_fatal(body);
