@@ -91,6 +91,47 @@ pub struct BackendManager {
     pub(super) opening: AtomicUsize,
     /// Parameter defaults and accepted values, for logins without a backend.
     pub(super) params: Arc<ParamCache>,
+    /// Paces connect attempts while the server fails.
+    pub(super) pacer: ConnectPacer,
+}
+
+/// Least time between two connect attempts while the server is failing.
+const CONNECT_RETRY: Duration = Duration::from_millis(500);
+
+/// Connect attempts after a failure: one at a time, CONNECT_RETRY apart.
+#[derive(Default)]
+pub struct ConnectPacer {
+    failed_at: std::sync::Mutex<Option<Instant>>,
+    gate: tokio::sync::Mutex<()>,
+}
+
+impl ConnectPacer {
+    /// When the last attempt failed, if the server has not answered since.
+    fn failing_since(&self) -> Option<Instant> {
+        self.failed_at.lock().ok().and_then(|f| *f)
+    }
+
+    /// Waits for this attempt's turn; hold the guard while connecting.
+    async fn wait_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        let guard = self.gate.lock().await;
+        if let Some(at) = self.failing_since() {
+            let due = at + CONNECT_RETRY;
+            tokio::time::sleep_until(due.into()).await;
+        }
+        guard
+    }
+
+    fn failed(&self) {
+        if let Ok(mut f) = self.failed_at.lock() {
+            *f = Some(Instant::now());
+        }
+    }
+
+    fn succeeded(&self) {
+        if let Ok(mut f) = self.failed_at.lock() {
+            *f = None;
+        }
+    }
 }
 
 impl managed::Manager for BackendManager {
@@ -99,6 +140,13 @@ impl managed::Manager for BackendManager {
 
     async fn create(&self) -> Result<Pooled, OpenError> {
         let limits = self.take_limits().await?;
+        // While the server is failing (down, restarting), attempts go one
+        // at a time and at least CONNECT_RETRY apart instead of a stampede
+        // of every waiting client.
+        let _pacing = match self.pacer.failing_since() {
+            Some(_) => Some(self.pacer.wait_turn().await),
+            None => None,
+        };
         let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
         let mut params = self.startup_params.clone();
         let hint = self.app_name_hint.lock().ok().and_then(|h| h.clone());
@@ -120,6 +168,7 @@ impl managed::Manager for BackendManager {
         };
         match result {
             Ok(mut backend) => {
+                self.pacer.succeeded();
                 backend.hinted_app_name = hinted;
                 self.params.set_base_once(&backend.params);
                 self.stats
@@ -141,6 +190,7 @@ impl managed::Manager for BackendManager {
                 })
             }
             Err(e) => {
+                self.pacer.failed();
                 let tls = self.tls.opening() == Opening::Require;
                 self.stats
                     .backend_failed(Class::backend(self.target.transport(), tls));

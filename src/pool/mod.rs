@@ -162,6 +162,7 @@ impl Pool {
             check_query: settings.check_query,
             opening: AtomicUsize::new(0),
             params: Arc::new(ParamCache::default()),
+            pacer: Default::default(),
         };
         let reserve_size = if settings.reserve_timeout.is_zero() {
             0
