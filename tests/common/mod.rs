@@ -21,6 +21,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod clients;
+pub mod ext;
 pub mod pg;
 pub mod pooler;
 pub mod secrets;
@@ -32,7 +33,7 @@ pub use clients::{
     connect, connect_err, connect_ok, connect_with_messages, conninfo_tcp, conninfo_unix, db_err,
     psql, psql_ok, DbErr,
 };
-pub use pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
+pub use pg::{PgCluster, StopMode, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
 pub use pooler::{Backend, DbEntry, Pooler, PoolerOpts};
 pub use wire::{Endpoint, ErrorFields, RawConn, Reply};
 

@@ -27,6 +27,15 @@ pub const MD5_USER: (&str, &str) = ("md5_user", "md5_pass");
 /// No password; pg_hba trusts it over TCP too.
 pub const TRUST_USER: &str = "trust_user";
 
+/// How [`PgCluster::stop_server`] stops PostgreSQL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopMode {
+    /// SIGINT: roll back open transactions, disconnect clients, checkpoint.
+    Fast,
+    /// SIGQUIT: every process exits at once; crash recovery at next start.
+    Immediate,
+}
+
 pub struct PgCluster {
     dir: PathBuf,
     data: PathBuf,
@@ -320,6 +329,85 @@ impl PgCluster {
         super::clients::connect(&conninfo)
             .await
             .unwrap_or_else(|e| panic!("admin connection to {conninfo}: {e:?}"))
+    }
+
+    /// Stops the postmaster the way `pg_ctl stop -m fast|immediate` would
+    /// (SIGINT / SIGQUIT) and waits up to 30 s for it to exit. The data
+    /// directory stays; [`PgCluster::start_server`] starts it again. For a
+    /// private cluster from [`PgCluster::start`], not the shared one.
+    pub fn stop_server(&self, mode: StopMode) {
+        let mut pm = self.postmaster.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(mut child) = pm.take() else { return };
+        let sig = match mode {
+            StopMode::Fast => libc::SIGINT,
+            StopMode::Immediate => libc::SIGQUIT,
+        };
+        kill(child.id(), sig);
+        if wait_child(&mut child, Duration::from_secs(30)).is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the postmaster again (same data directory, port and sockets)
+    /// after [`PgCluster::stop_server`], and waits until it accepts
+    /// connections (crash recovery included) for up to 60 s.
+    pub fn start_server(&self) {
+        let mut pm = self.postmaster.lock().unwrap_or_else(|e| e.into_inner());
+        assert!(pm.is_none(), "start_server: the postmaster is running");
+        let log_file = OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .expect("open postgres.log");
+        let mut postgres = Command::new(self.bin.join("postgres"));
+        postgres
+            .arg("-D")
+            .arg(&self.data)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log_file.try_clone().expect("dup log"))
+            .stderr(log_file)
+            .process_group(0);
+        run_as(&mut postgres, server_user());
+        let child = postgres.spawn().expect("spawn postgres");
+        std::fs::write(
+            self.dir.join("harness-postmaster.pid"),
+            child.id().to_string(),
+        )
+        .expect("write pidfile");
+        *pm = Some(child);
+        drop(pm);
+        let ready = wait_until(Duration::from_secs(60), || {
+            let exited = self
+                .postmaster
+                .lock()
+                .unwrap()
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten());
+            if let Some(status) = exited {
+                panic!(
+                    "postgres exited during restart ({status}):\n{}",
+                    tail_file(&self.log, 4000)
+                );
+            }
+            self.is_ready()
+        });
+        assert!(
+            ready,
+            "postgres did not come back in 60 s:\n{}",
+            tail_file(&self.log, 4000)
+        );
+    }
+
+    /// Whether the server accepts connections now (pg_isready).
+    pub fn is_ready(&self) -> bool {
+        Command::new(self.bin.join("pg_isready"))
+            .args(["-q", "-U", "postgres", "-d", "postgres", "-h"])
+            .arg(&self.sock)
+            .args(["-p", &self.port.to_string()])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
     }
 
     /// Stops the cluster now and removes its directory.

@@ -107,6 +107,9 @@ pub struct PoolerOpts {
     pub tls_toml: String,
     /// Extra TOML appended to the config.
     pub extra_toml: String,
+    /// Lines placed inside the `[pool]` table, after the keys above (e.g.
+    /// `idle_transaction_timeout = "1s"`).
+    pub pool_toml: String,
     /// Use this port instead of a fresh one (to collide on purpose).
     pub port: Option<u16>,
     /// Use this socket directory instead of one in the pooler's temp dir.
@@ -140,6 +143,7 @@ impl Default for PoolerOpts {
             unix: true,
             tls_toml: String::new(),
             extra_toml: String::new(),
+            pool_toml: String::new(),
             port: None,
             socket_dir: None,
             metrics_listen: None,
@@ -196,6 +200,19 @@ impl PoolerOpts {
     /// Serves Prometheus metrics on `addr` (`admin.metrics_listen`).
     pub fn metrics_listen(mut self, addr: &str) -> Self {
         self.metrics_listen = Some(addr.into());
+        self
+    }
+    /// `pool.mode`: session | transaction | statement.
+    pub fn mode(mut self, mode: &str) -> Self {
+        self.mode = mode.into();
+        self
+    }
+    /// Adds lines to the `[pool]` table (e.g. `track_parameters = ["work_mem"]`).
+    pub fn pool_toml(mut self, lines: &str) -> Self {
+        if !self.pool_toml.is_empty() && !self.pool_toml.ends_with('\n') {
+            self.pool_toml.push('\n');
+        }
+        self.pool_toml.push_str(lines);
         self
     }
     /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
@@ -352,6 +369,9 @@ impl Pooler {
         );
         if let Some(q) = &opts.server_reset_query {
             let _ = writeln!(t, "server_reset_query = {}", toml_str(q));
+        }
+        if !opts.pool_toml.is_empty() {
+            let _ = writeln!(t, "{}", opts.pool_toml);
         }
         let admins: Vec<String> = opts.admin_users.iter().map(|u| toml_str(u)).collect();
         let _ = writeln!(t, "\n[admin]\nusers = [{}]\n", admins.join(", "));
