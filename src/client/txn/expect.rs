@@ -108,6 +108,11 @@ impl Replies {
         self.queue.push_back(e);
     }
 
+    /// True when a reply the pooler owes is next in line.
+    pub fn synthetic_due(&self) -> bool {
+        matches!(self.queue.front(), Some(Expect::Synthetic(_)))
+    }
+
     /// Pops the synthetic replies now at the head of the queue: they are due.
     pub fn take_due(&mut self, out: &mut Vec<u8>) {
         while let Some(Expect::Synthetic(tag)) = self.queue.front() {

@@ -103,7 +103,6 @@ pub(super) async fn serve(
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
-                entry.set(ClientState::WaitingForBackend, None);
                 let app_name = params.get("application_name").map(str::to_string);
                 let acquired = tokio::select! {
                     l = Box::pin(pool.acquire(cancel_key.pid as u64, app_name.as_deref())) => l,

@@ -203,7 +203,10 @@ impl Up<'_, '_, '_, '_> {
             self.flags
                 .client_mid
                 .store(!scan.at_boundary(), Ordering::Relaxed);
-            self.flags.due.notify_one();
+            if self.reply_due() {
+                // Nothing from the server will come first: down must send it.
+                self.flags.due.notify_one();
+            }
             if let Some(end) = stop {
                 return end;
             }
@@ -221,6 +224,11 @@ impl Up<'_, '_, '_, '_> {
                 Err(_) => return RelayEnd::ClientGone,
             }
         }
+    }
+
+    /// True when a reply the pooler owes is at the head of the queue.
+    fn reply_due(&self) -> bool {
+        self.shared.lock().is_ok_and(|s| s.replies.synthetic_due())
     }
 
     /// The idle-in-transaction limit if it applies now (a transaction is
@@ -350,6 +358,9 @@ impl Down<'_, '_> {
         }
         let mut out: Vec<u8> = Vec::new();
         let mut fatal = false;
+        // One registration for the whole relay, renewed only when it fires.
+        let due = self.flags.due.notified();
+        tokio::pin!(due);
         loop {
             if let Some(end) = self.check_idle(buf, scan, *tx) {
                 return end;
@@ -386,7 +397,7 @@ impl Down<'_, '_> {
                         return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
                     }
                 }
-                _ = self.flags.due.notified() => {}
+                _ = &mut due => due.set(self.flags.due.notified()),
             }
         }
     }
