@@ -130,7 +130,7 @@ pub(super) async fn serve(
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
-            let r = Box::pin(relay::relay(
+            let r = relay::relay(
                 (&mut cr, &mut cw),
                 buf,
                 &mut scan,
@@ -139,18 +139,23 @@ pub(super) async fn serve(
                 &mut params,
                 meter,
                 mode,
-            ));
-            tokio::select! {
-                r = r => r,
-                _ = shutdown.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())), Default::default()),
-                _ = killed.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("killed".into())), Default::default()),
-            }
+            );
+            // The select and its cancellation futures are boxed with the
+            // relay, so an idle client's task does not carry them.
+            Box::pin(async {
+                tokio::select! {
+                    r = r => r,
+                    _ = shutdown.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())), Default::default()),
+                    _ = killed.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("killed".into())), Default::default()),
+                }
+            })
+            .await
         };
         cancel_key.slot.set(None);
         if !cancel_key.slot.idle() {
             // A cancel for this client's query is on its way: the backend
             // must not run another client's query before it lands.
-            cancel_key.slot.wait_delivered(CANCEL_DELIVERY_LIMIT).await;
+            Box::pin(cancel_key.slot.wait_delivered(CANCEL_DELIVERY_LIMIT)).await;
         }
         if pin.is_none() {
             if let Some(p) = left.pin {
