@@ -1533,12 +1533,17 @@ async fn statement_mode_refuses_a_tokio_postgres_transaction() {
             .expect_err("a transaction in statement mode"),
         Err(e) => e,
     };
-    let db = common::db_err(&err).unwrap_or_else(|| panic!("no ErrorResponse: {err:?}"));
-    assert_eq!(
-        (db.severity.as_str(), db.code.as_str()),
-        ("FATAL", "0A000"),
-        "{db:?}"
-    );
+    // The pooler forwards BEGIN's ReadyForQuery ('T') before its FATAL, so
+    // tokio-postgres may find the connection closed before it reads the
+    // FATAL; the raw test above checks the exact error.
+    match common::db_err(&err) {
+        Some(db) => assert_eq!(
+            (db.severity.as_str(), db.code.as_str()),
+            ("FATAL", "0A000"),
+            "{db:?}"
+        ),
+        None => assert!(err.is_closed(), "neither the FATAL nor a close: {err:?}"),
+    }
     assert!(started.elapsed() < WAIT);
     let b = connect_ok(&ci).await;
     let v: i32 = b.query_one("SELECT 6", &[]).await.unwrap().get(0);
