@@ -61,12 +61,19 @@ if ! command -v cargo >/dev/null 2>&1; then
     exit 1
 fi
 
-# 200 concurrent clients plus the pooler's and PostgreSQL's descriptors.
+# 1 000 concurrent clients plus the pooler's and PostgreSQL's descriptors.
 ulimit -n 8192 2>/dev/null || true
 
 # The comparison harness's own logic (medians, ratios, writers): stdlib only.
 if command -v python3 >/dev/null 2>&1; then
     python3 -m unittest discover -s pgbench -q
+fi
+
+# Python clients of the transaction-pooling tests (psycopg with server-side
+# prepared statements, asyncpg); the tests say so clearly if these are missing.
+if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import psycopg, asyncpg' 2>/dev/null; then
+    python3 -m pip install --quiet --disable-pip-version-check 'psycopg[binary]' asyncpg ||
+        echo "test.sh: could not install psycopg/asyncpg from PyPI" >&2
 fi
 
 cargo build --all-targets

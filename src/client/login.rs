@@ -131,12 +131,20 @@ pub(super) async fn attach(
     let wanted = params::requested(&startup)?;
     let pooled_per_transaction =
         pooler.config().pool_mode_for(&database, &user) != PoolMode::Session;
+    // Session pooling opens backends with the client's application_name
+    // (RESET then brings back the client's own value); transaction pooling
+    // must not, or a RESET would bring back another client's.
+    let hint = if pooled_per_transaction {
+        None
+    } else {
+        startup.get("application_name")
+    };
     let known = pooled_per_transaction
         .then(|| params::without_backend(&pool, &wanted))
         .flatten();
     let (mut lease, shown) = match known {
         Some(shown) => (None, shown),
-        None => match acquire(&pool, ctx.id, &wanted, &startup, timings).await {
+        None => match acquire(&pool, ctx.id, &wanted, hint, timings).await {
             Ok(mut lease) => {
                 params::learn(&pool, &wanted, lease.backend());
                 let shown = Arc::new(lease.backend().params.clone());
@@ -211,13 +219,11 @@ async fn acquire(
     pool: &Arc<Pool>,
     client_id: u64,
     wanted: &[(String, String)],
-    startup: &StartupMessage,
+    app_name_hint: Option<&str>,
     timings: &mut LoginTimings,
 ) -> Result<Lease, ClientError> {
     let wait_started = Instant::now();
-    let mut lease = pool
-        .acquire(client_id, startup.get("application_name"))
-        .await?;
+    let mut lease = pool.acquire(client_id, app_name_hint).await?;
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), wanted).await?;

@@ -299,7 +299,12 @@ impl Pooled {
         if !b.buf.is_empty() {
             return Some("idle server connection had unread data");
         }
-        match peek(&b.stream) {
+        // A backend idle for a while gets a real peek: tokio's readiness is
+        // only as fresh as the reactor's last look at epoll, and a server
+        // that terminated the session meanwhile must not be handed out.
+        // Hot reuse (a backend back for microseconds) keeps the free check.
+        let force = self.idle_since.elapsed() >= FRESH_PEEK_AFTER;
+        match peek(&b.stream, force) {
             Ok(Peek::Quiet) => None,
             Ok(Peek::Closed) => Some("server closed the connection"),
             // Typically PostgreSQL's FATAL before it closes (terminated, shut down).
@@ -310,6 +315,9 @@ impl Pooled {
         }
     }
 }
+
+/// Idle time after which the checkout peek asks the kernel, not tokio's readiness.
+const FRESH_PEEK_AFTER: Duration = Duration::from_millis(2);
 
 /// What an idle socket has to say.
 enum Peek {
@@ -325,9 +333,12 @@ enum Peek {
 /// any record from an idle server is unexpected). Through tokio's
 /// readiness, so the usual answer — nothing happened since the last read —
 /// costs no system call; a stale "readable" costs one peek, which clears it.
-fn peek(stream: &Stream) -> io::Result<Peek> {
+fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
     let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
     let result = match stream {
+        // The socket is non-blocking: a direct peek answers WouldBlock.
+        Stream::Tcp(s) if force => socket2::SockRef::from(s).peek(&mut byte),
+        Stream::Unix(s) if force => socket2::SockRef::from(s).peek(&mut byte),
         Stream::Tcp(s) => s.try_io(Interest::READABLE, || {
             socket2::SockRef::from(s).peek(&mut byte)
         }),
@@ -336,7 +347,7 @@ fn peek(stream: &Stream) -> io::Result<Peek> {
         }),
         // Decrypted bytes OpenSSL already holds count as data too.
         Stream::Tls(t) if t.ssl().pending() > 0 => return Ok(Peek::Data),
-        Stream::Tls(t) => return peek(t.get_ref()),
+        Stream::Tls(t) => return peek(t.get_ref(), force),
         Stream::Detached(_) => return Ok(Peek::Closed),
     };
     match result {

@@ -51,6 +51,12 @@ pub enum Expect {
     /// A reply (message type) the pooler owes the client for a message it
     /// did not send on.
     Synthetic(u8),
+    /// The ParseComplete owed for a client's Parse of statement `id`, which
+    /// the backend already had.
+    OwedParse {
+        /// The pooler statement the client's name maps to.
+        id: u64,
+    },
 }
 
 /// What to do with one server message.
@@ -69,6 +75,9 @@ pub enum CacheFix {
     Forget(u64),
     /// The statement was not closed after all.
     Restore(u64),
+    /// The client's Parse of statement `id` failed or was skipped: the name
+    /// it defined does not exist, as on PostgreSQL.
+    Undefine(u64),
 }
 
 /// The queue of replies the server owes.
@@ -99,9 +108,7 @@ impl Replies {
             if matches!(e, Expect::Client(Reply::Sync)) {
                 self.skipping = false;
             } else {
-                if let Some(f) = undo(e) {
-                    fixes.push(f);
-                }
+                undo(e, fixes);
                 return;
             }
         }
@@ -110,13 +117,20 @@ impl Replies {
 
     /// True when a reply the pooler owes is next in line.
     pub fn synthetic_due(&self) -> bool {
-        matches!(self.queue.front(), Some(Expect::Synthetic(_)))
+        matches!(
+            self.queue.front(),
+            Some(Expect::Synthetic(_) | Expect::OwedParse { .. })
+        )
     }
 
     /// Pops the synthetic replies now at the head of the queue: they are due.
     pub fn take_due(&mut self, out: &mut Vec<u8>) {
-        while let Some(Expect::Synthetic(tag)) = self.queue.front() {
-            out.push(*tag);
+        loop {
+            match self.queue.front() {
+                Some(Expect::Synthetic(tag)) => out.push(*tag),
+                Some(Expect::OwedParse { .. }) => out.push(b'1'),
+                _ => return,
+            }
             self.queue.pop_front();
         }
     }
@@ -136,7 +150,7 @@ impl Replies {
         let (origin_client, reply) = match head {
             Expect::Client(r) => (true, r),
             Expect::Injected(r) => (false, r),
-            Expect::Synthetic(_) => return None,
+            Expect::Synthetic(_) | Expect::OwedParse { .. } => return None,
         };
         let own = if origin_client {
             Disposition::Forward
@@ -152,9 +166,7 @@ impl Replies {
             (Reply::Sync, _) => None,
             (_, b'E') => {
                 self.queue.pop_front();
-                if let Some(f) = undo(head) {
-                    fixes.push(f);
-                }
+                undo(head, fixes);
                 self.skip_to_sync(fixes);
                 return Some(Disposition::Forward);
             }
@@ -181,22 +193,24 @@ impl Replies {
                 return;
             }
             self.queue.pop_front();
-            if let Some(f) = undo(e) {
-                fixes.push(f);
-            }
+            undo(e, fixes);
         }
         self.skipping = true;
     }
 }
 
-/// The cache correction for an entry that will get no reply.
-fn undo(e: Expect) -> Option<CacheFix> {
+/// The corrections for an entry that will get no reply (or an error).
+fn undo(e: Expect, fixes: &mut Vec<CacheFix>) {
     match e {
-        Expect::Client(Reply::Parse { id: Some(id) })
-        | Expect::Injected(Reply::Parse { id: Some(id) }) => Some(CacheFix::Forget(id)),
+        Expect::Client(Reply::Parse { id: Some(id) }) => {
+            fixes.push(CacheFix::Forget(id));
+            fixes.push(CacheFix::Undefine(id));
+        }
+        Expect::Injected(Reply::Parse { id: Some(id) }) => fixes.push(CacheFix::Forget(id)),
+        Expect::OwedParse { id } => fixes.push(CacheFix::Undefine(id)),
         Expect::Injected(Reply::Close { evicted: Some(id) })
-        | Expect::Client(Reply::Close { evicted: Some(id) }) => Some(CacheFix::Restore(id)),
-        _ => None,
+        | Expect::Client(Reply::Close { evicted: Some(id) }) => fixes.push(CacheFix::Restore(id)),
+        _ => {}
     }
 }
 
@@ -265,7 +279,7 @@ mod tests {
                 Expect::Client(Reply::Parse { id: Some(1) }),
                 Expect::Injected(Reply::Close { evicted: Some(2) }),
                 Expect::Client(Reply::Parse { id: Some(3) }),
-                Expect::Synthetic(b'1'),
+                Expect::Synthetic(b'3'),
                 Expect::Client(Reply::Sync),
             ],
         );
@@ -275,8 +289,10 @@ mod tests {
             fixes,
             vec![
                 CacheFix::Forget(1),
+                CacheFix::Undefine(1),
                 CacheFix::Restore(2),
-                CacheFix::Forget(3)
+                CacheFix::Forget(3),
+                CacheFix::Undefine(3),
             ]
         );
         let mut due = Vec::new();

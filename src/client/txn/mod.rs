@@ -77,7 +77,13 @@ pub(super) async fn serve(
     };
     let config = pooler.config();
     let extra_tracked = config.pool.track_parameters.clone();
-    let tracked = |name: &str| is_tracked(name, &extra_tracked);
+    // A followed parameter must be one the server reports: the pooler
+    // learns a client's SET of it from ParameterStatus. A SET of any other
+    // parameter (even one listed in track_parameters) pins instead.
+    let reported: Vec<String> = params.iter().map(|(k, _)| k.to_string()).collect();
+    let tracked = |name: &str| {
+        is_tracked(name, &extra_tracked) && reported.iter().any(|r| r.eq_ignore_ascii_case(name))
+    };
     let mut statements = ClientStatements::default();
     let mut rewriter = Rewriter {
         statements: &mut statements,
@@ -103,9 +109,10 @@ pub(super) async fn serve(
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
-                let app_name = params.get("application_name").map(str::to_string);
+                // No application_name hint: a backend opened with one client's
+                // name would give it back to another client's RESET.
                 let acquired = tokio::select! {
-                    l = Box::pin(pool.acquire(cancel_key.pid as u64, app_name.as_deref())) => l,
+                    l = Box::pin(pool.acquire(cancel_key.pid as u64, None)) => l,
                     _ = shutdown.cancelled() => break RelayEnd::BackendGone("shutdown".into()),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
@@ -219,6 +226,11 @@ async fn wait_for_client(
         if ready.is_err() {
             return Waited::End(RelayEnd::ClientGone);
         }
+    }
+    // A backend is taken only for a whole message (or the head of one too
+    // big to buffer): with half a message, the relay would find nothing to
+    // send and hand the backend straight back, over and over.
+    while scan.at_boundary() && !message_ready(buf.readable()) {
         let (mut cr, _) = stream.split();
         let read = tokio::select! {
             r = fill(&mut cr, buf) => r,
@@ -236,6 +248,18 @@ async fn wait_for_client(
     }
     Waited::Message
 }
+
+/// True when `data` starts with a whole message, or with the header of one
+/// larger than the relay reads whole (it is streamed).
+fn message_ready(data: &[u8]) -> bool {
+    match Scanner::peek_total(data, 0) {
+        Some(total) => data.len() >= total || total > relay::WHOLE_CAP.min(CLIENT_STREAM_AFTER),
+        None => false,
+    }
+}
+
+/// Messages larger than this start the relay before they are all buffered.
+const CLIENT_STREAM_AFTER: usize = 64 * 1024;
 
 /// SETs the parameters this client follows where the backend's values
 /// differ. They are queued to go out with the client's first message; the

@@ -8,6 +8,7 @@
 //! read buffer as it is; only a chunk with a rewritten, added or answered
 //! message is copied into an output buffer.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -64,6 +65,8 @@ struct Flags {
     client_mid: AtomicBool,
     /// Synthetic replies were queued: the down direction must send them.
     due: Notify,
+    /// The server went idle inside a transaction: the client's clock starts.
+    idle_in_tx: Notify,
 }
 
 /// Relays one client over one backend until the backend can be given back
@@ -95,6 +98,7 @@ pub async fn relay(
         writing: AtomicBool::new(false),
         client_mid: AtomicBool::new(!cscan.at_boundary()),
         due: Notify::new(),
+        idle_in_tx: Notify::new(),
     };
     let progress = Progress::new();
     let (mut br, mut bw) = stream.split();
@@ -130,10 +134,13 @@ pub async fn relay(
         }
     };
     meter.flush(Some(&progress.bytes_in));
-    let s = match shared.into_inner() {
+    let mut s = match shared.into_inner() {
         Ok(s) => s,
         Err(p) => p.into_inner(),
     };
+    // Names whose Parse failed in this relay's last replies: forget them now,
+    // the next relay starts with fresh shared state.
+    rewriter.forget_undefined(&mut s);
     let clean = s.replies.is_empty()
         && s.unsynced == 0
         && cscan.at_boundary()
@@ -200,9 +207,11 @@ impl Up<'_, '_, '_, '_> {
                 buf.consume(pos);
                 out.clear();
             }
+            // Part of a message buffered (or sent) ties the client to this
+            // backend until the rest comes.
             self.flags
                 .client_mid
-                .store(!scan.at_boundary(), Ordering::Relaxed);
+                .store(!scan.at_boundary() || !buf.is_empty(), Ordering::Relaxed);
             if self.reply_due() {
                 // Nothing from the server will come first: down must send it.
                 self.flags.due.notify_one();
@@ -210,13 +219,12 @@ impl Up<'_, '_, '_, '_> {
             if let Some(end) = stop {
                 return end;
             }
-            let read = fill(cr, buf);
-            let result = match self.idle_tx_limit() {
-                Some(limit) => match tokio::time::timeout(limit, read).await {
-                    Ok(r) => r,
-                    Err(_) => return RelayEnd::IdleInTransaction,
+            let result = match self.mode.idle_tx_timeout {
+                None => fill(cr, buf).await,
+                Some(_) => match self.read_watching_idle_tx(cr, buf).await {
+                    Some(r) => r,
+                    None => return RelayEnd::IdleInTransaction,
                 },
-                None => read.await,
             };
             match result {
                 Ok(_) => {}
@@ -229,6 +237,33 @@ impl Up<'_, '_, '_, '_> {
     /// True when a reply the pooler owes is at the head of the queue.
     fn reply_due(&self) -> bool {
         self.shared.lock().is_ok_and(|s| s.replies.synthetic_due())
+    }
+
+    /// Reads from the client; `None` if it then sits idle inside a
+    /// transaction for the limit. The limit starts when the server's
+    /// ReadyForQuery says "in transaction" with nothing owed, which may come
+    /// while the read is already waiting.
+    async fn read_watching_idle_tx(
+        &self,
+        cr: &mut ReadHalf<'_>,
+        buf: &mut FrameBuf,
+    ) -> Option<Result<usize, ReadError>> {
+        let read = fill(cr, buf);
+        tokio::pin!(read);
+        loop {
+            let became_idle = self.flags.idle_in_tx.notified();
+            tokio::pin!(became_idle);
+            became_idle.as_mut().enable();
+            match self.idle_tx_limit() {
+                Some(limit) => {
+                    return tokio::time::timeout(limit, &mut read).await.ok();
+                }
+                None => tokio::select! {
+                    r = &mut read => return Some(r),
+                    _ = &mut became_idle => {}
+                },
+            }
+        }
     }
 
     /// The idle-in-transaction limit if it applies now (a transaction is
@@ -256,6 +291,7 @@ impl Up<'_, '_, '_, '_> {
         let mut modified = false;
         let mut stop = None;
         let mut shared = self.shared.lock().map_err(|_| Violation::new("poisoned"))?;
+        self.rewriter.forget_undefined(&mut shared);
         loop {
             let data = buf.readable();
             let step = scan.step_capped(data, pos, inspect, WHOLE_CAP)?;
@@ -441,7 +477,7 @@ impl Down<'_, '_> {
         let mut modified = false;
         s.replies.take_due(&mut due);
         if !due.is_empty() {
-            put_synthetic(out, &due);
+            put_synthetic(out, &due, &mut s.owed_errors);
             due.clear();
             modified = true;
         }
@@ -462,7 +498,7 @@ impl Down<'_, '_> {
             s.replies.take_due(&mut due);
             if !due.is_empty() {
                 out.extend_from_slice(&data[run..start]);
-                put_synthetic(out, &due);
+                put_synthetic(out, &due, &mut s.owed_errors);
                 due.clear();
                 run = start;
                 modified = true;
@@ -487,7 +523,14 @@ impl Down<'_, '_> {
                         };
                         *tx = status.ok_or("invalid ReadyForQuery")?;
                         s.in_transaction = *tx != TxStatus::Idle;
+                        if s.in_transaction && s.replies.is_empty() {
+                            self.flags.idle_in_tx.notify_waiters();
+                        }
                         if s.replies.is_empty() {
+                            // Every Parse sent so far is answered, every
+                            // owed error sent or skipped.
+                            s.defined.clear();
+                            s.owed_errors.clear();
                             s.cache_doubt = false;
                             exchange_done = true;
                         }
@@ -505,7 +548,10 @@ impl Down<'_, '_> {
                     _ => {}
                 }
             }
-            if disposition == super::expect::Disposition::Drop {
+            // A statement-mode client that opened a transaction block gets
+            // the FATAL, not a ReadyForQuery that says the BEGIN worked.
+            let refused_tx = self.mode.statement && tag == b'Z' && *tx != TxStatus::Idle;
+            if disposition == super::expect::Disposition::Drop || refused_tx {
                 if !whole {
                     return Err("oversized reply to a pooler message".into());
                 }
@@ -518,7 +564,7 @@ impl Down<'_, '_> {
         s.replies.take_due(&mut due);
         if !due.is_empty() {
             out.extend_from_slice(&buf.readable()[run..pos]);
-            put_synthetic(out, &due);
+            put_synthetic(out, &due, &mut s.owed_errors);
             run = pos;
             modified = true;
         }
@@ -531,8 +577,16 @@ impl Down<'_, '_> {
 }
 
 /// Writes the pooler's own ParseComplete/CloseComplete replies.
-fn put_synthetic(out: &mut Vec<u8>, tags: &[u8]) {
+/// Writes the pooler's own ParseComplete/CloseComplete replies, and the
+/// errors it owes (`E`, taken in order from `errors`).
+fn put_synthetic(out: &mut Vec<u8>, tags: &[u8], errors: &mut VecDeque<Vec<u8>>) {
     for &t in tags {
+        if t == b'E' {
+            if let Some(e) = errors.pop_front() {
+                out.extend_from_slice(&e);
+            }
+            continue;
+        }
         out.push(t);
         out.extend_from_slice(&4u32.to_be_bytes());
     }

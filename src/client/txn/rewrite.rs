@@ -48,6 +48,15 @@ pub struct Shared<'b> {
     pub discard: bool,
     /// The last ReadyForQuery said a transaction is open.
     pub in_transaction: bool,
+    /// Names the client defined in batches not yet answered, with their ids.
+    pub defined: Vec<(u64, Box<[u8]>)>,
+    /// Names whose Parse failed or was skipped: the up direction forgets them.
+    pub undefined: Vec<Box<[u8]>>,
+    /// ErrorResponses the pooler owes the client, in order (see `Expect::Synthetic(b'E')`).
+    pub owed_errors: std::collections::VecDeque<Vec<u8>>,
+    /// After an error the pooler raised itself, the client's messages up
+    /// to its Sync are dropped, as the server drops them after its own.
+    pub skipping_to_sync: bool,
 }
 
 impl<'b> Shared<'b> {
@@ -62,6 +71,10 @@ impl<'b> Shared<'b> {
             cache_doubt: false,
             discard: false,
             in_transaction: false,
+            defined: Vec::new(),
+            undefined: Vec::new(),
+            owed_errors: std::collections::VecDeque::new(),
+            skipping_to_sync: false,
         }
     }
 
@@ -71,6 +84,12 @@ impl<'b> Shared<'b> {
             match f {
                 CacheFix::Forget(id) => self.cache.remove(id),
                 CacheFix::Restore(id) => self.cache.restore(id),
+                CacheFix::Undefine(id) => {
+                    if let Some(at) = self.defined.iter().position(|(d, _)| *d == id) {
+                        let (_, name) = self.defined.swap_remove(at);
+                        self.undefined.push(name);
+                    }
+                }
             }
         }
     }
@@ -115,6 +134,13 @@ pub struct Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
+    /// Forgets the names whose Parse the server refused or skipped.
+    pub fn forget_undefined(&mut self, shared: &mut Shared<'_>) {
+        for name in shared.undefined.drain(..) {
+            self.statements.close(&name);
+        }
+    }
+
     /// Handles one message: `msg` is the message from its tag on; `whole`
     /// says it is all there (only Bind may come partly, when it is larger
     /// than the buffer). Replacement bytes go to `out`.
@@ -129,6 +155,12 @@ impl Rewriter<'_> {
         let body = &msg[5..];
         if matches!(tag, b'P' | b'B' | b'D' | b'E' | b'C' | b'H') {
             shared.unsynced += 1;
+        }
+        if shared.skipping_to_sync {
+            if tag != b'S' {
+                return Ok(Outcome::Swallowed);
+            }
+            shared.skipping_to_sync = false;
         }
         let outcome = match tag {
             b'Q' => {
@@ -192,13 +224,24 @@ impl Rewriter<'_> {
         }
         let stmt = self.registry.intern(definition);
         if !self.statements.define(name, stmt.clone()) {
-            return Err(Violation::new(format!(
-                "prepared statement \"{}\" already exists",
-                String::from_utf8_lossy(name)
-            )));
+            // As PostgreSQL: ERROR 42P05, then everything up to Sync is skipped.
+            let mut e = bytes::BytesMut::new();
+            crate::protocol::PgError::error(
+                "42P05",
+                format!(
+                    "prepared statement \"{}\" already exists",
+                    String::from_utf8_lossy(name)
+                ),
+            )
+            .encode(&mut e);
+            shared.owed_errors.push_back(e.to_vec());
+            shared.push(Expect::Synthetic(b'E'));
+            shared.skipping_to_sync = true;
+            return Ok(Outcome::Swallowed);
         }
+        shared.defined.push((stmt.id, name.into()));
         if shared.cache.touch(stmt.id) {
-            shared.push(Expect::Synthetic(b'1'));
+            shared.push(Expect::OwedParse { id: stmt.id });
             return Ok(Outcome::Swallowed);
         }
         evict_for(stmt.id, shared, out);
