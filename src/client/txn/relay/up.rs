@@ -1,0 +1,225 @@
+//! The client → server direction of the transaction-pooling relay.
+
+use std::sync::atomic::Ordering;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+use super::{Flags, Mode, WHOLE_CAP};
+use crate::client::relay::{Progress, RelayEnd, FRONTEND_TAGS};
+use crate::client::txn::rewrite::{Outcome, Rewriter, Shared};
+use crate::protocol::scan::{Scanner, Step};
+use crate::protocol::{FrameBuf, Violation};
+use crate::stream::{fill, ReadError, ReadHalf, WriteHalf};
+
+pub(super) struct Up<'s, 'b, 'r, 'x> {
+    pub(super) shared: &'s Mutex<Shared<'b>>,
+    pub(super) flags: &'s Flags,
+    pub(super) progress: &'s Progress,
+    pub(super) rewriter: &'r mut Rewriter<'x>,
+    pub(super) mode: Mode,
+}
+
+impl Up<'_, '_, '_, '_> {
+    pub(super) async fn run(
+        mut self,
+        cr: &mut ReadHalf<'_>,
+        bw: &mut WriteHalf<'_>,
+        buf: &mut FrameBuf,
+        scan: &mut Scanner,
+        queued: &mut bytes::BytesMut,
+    ) -> RelayEnd {
+        let mut out: Vec<u8> = Vec::new();
+        let mut rep: Vec<u8> = Vec::new();
+        loop {
+            let chunk = self.scan_chunk(buf, scan, &mut out, &mut rep);
+            let (pos, modified, stop) = match chunk {
+                Ok(c) => c,
+                Err(v) => return RelayEnd::ClientViolation(v),
+            };
+            if pos > 0 || !queued.is_empty() || modified {
+                let data: &[u8] = if modified {
+                    &out
+                } else {
+                    &buf.readable()[..pos]
+                };
+                self.flags.writing.store(true, Ordering::Relaxed);
+                let written = if queued.is_empty() {
+                    bw.write_all(data).await
+                } else {
+                    // Parameter SETs the pooler queued ride with the client's first bytes.
+                    queued.extend_from_slice(data);
+                    let all = std::mem::take(queued);
+                    bw.write_all(&all).await
+                };
+                self.flags.writing.store(false, Ordering::Relaxed);
+                if let Err(e) = written {
+                    return RelayEnd::BackendGone(format!("write to server failed: {e}"));
+                }
+                self.progress.mark_start();
+                self.progress
+                    .bytes_in
+                    .fetch_add(pos as u64, Ordering::Relaxed);
+                buf.consume(pos);
+                out.clear();
+            }
+            // Part of a message buffered (or sent) ties the client to this
+            // backend until the rest comes.
+            self.flags
+                .client_mid
+                .store(!scan.at_boundary() || !buf.is_empty(), Ordering::Relaxed);
+            if self.reply_due() {
+                // Nothing from the server will come first: down must send it.
+                self.flags.due.notify_one();
+            }
+            if let Some(end) = stop {
+                return end;
+            }
+            let result = match self.mode.idle_tx_timeout {
+                None => fill(cr, buf).await,
+                Some(_) => match self.read_watching_idle_tx(cr, buf).await {
+                    Some(r) => r,
+                    None => return RelayEnd::IdleInTransaction,
+                },
+            };
+            match result {
+                Ok(_) => {}
+                Err(ReadError::Violation(v)) => return RelayEnd::ClientViolation(v),
+                Err(_) => return RelayEnd::ClientGone,
+            }
+        }
+    }
+
+    /// True when a reply the pooler owes is at the head of the queue.
+    fn reply_due(&self) -> bool {
+        self.shared.lock().is_ok_and(|s| s.replies.synthetic_due())
+    }
+
+    /// Reads from the client; `None` if it then sits idle inside a
+    /// transaction for the limit. The limit starts when the server's
+    /// ReadyForQuery says "in transaction" with nothing owed, which may come
+    /// while the read is already waiting.
+    async fn read_watching_idle_tx(
+        &self,
+        cr: &mut ReadHalf<'_>,
+        buf: &mut FrameBuf,
+    ) -> Option<Result<usize, ReadError>> {
+        let read = fill(cr, buf);
+        tokio::pin!(read);
+        loop {
+            let became_idle = self.flags.idle_in_tx.notified();
+            tokio::pin!(became_idle);
+            became_idle.as_mut().enable();
+            match self.idle_tx_limit() {
+                Some(limit) => {
+                    return tokio::time::timeout(limit, &mut read).await.ok();
+                }
+                None => tokio::select! {
+                    r = &mut read => return Some(r),
+                    _ = &mut became_idle => {}
+                },
+            }
+        }
+    }
+
+    /// The idle-in-transaction limit if it applies now (a transaction is
+    /// open and nothing is owed, so the server waits on the client).
+    fn idle_tx_limit(&self) -> Option<Duration> {
+        let limit = self.mode.idle_tx_timeout?;
+        let s = self.shared.lock().ok()?;
+        (s.replies.is_empty() && s.in_transaction).then_some(limit)
+    }
+
+    /// Walks the buffered client bytes. Returns how far it got, whether the
+    /// bytes to send were copied into `out` (otherwise they are
+    /// `buf[..pos]` as read), and why the relay must stop, if it must.
+    fn scan_chunk(
+        &mut self,
+        buf: &mut FrameBuf,
+        scan: &mut Scanner,
+        out: &mut Vec<u8>,
+        rep: &mut Vec<u8>,
+    ) -> Result<(usize, bool, Option<RelayEnd>), Violation> {
+        let inspect = |t| matches!(t, b'Q' | b'P' | b'B' | b'D' | b'C' | b'X');
+        let mut pos = 0;
+        // Start of the bytes that pass unchanged and are not yet in `out`.
+        let mut run = 0;
+        let mut modified = false;
+        let mut stop = None;
+        let mut shared = self.shared.lock().map_err(|_| Violation::new("poisoned"))?;
+        self.rewriter.forget_undefined(&mut shared);
+        loop {
+            let data = buf.readable();
+            let step = scan.step_capped(data, pos, inspect, WHOLE_CAP)?;
+            let (tag, start, end, whole) = match step {
+                Step::NeedMore => {
+                    if let Some(total) = Scanner::peek_total(data, pos) {
+                        if inspect(data[pos]) && total <= WHOLE_CAP {
+                            drop(shared);
+                            buf.ensure_room_up_to(total, WHOLE_CAP)?;
+                            return Ok(finish(buf, out, run, pos, modified, stop));
+                        }
+                    }
+                    break;
+                }
+                Step::Continuation { end } => {
+                    pos = end;
+                    continue;
+                }
+                Step::Whole { tag, start, end } => (tag, start, end, true),
+                Step::Header { tag, start, end } => {
+                    let total = Scanner::peek_total(data, start).unwrap_or(0);
+                    (tag, start, end, end - start == total)
+                }
+            };
+            if !FRONTEND_TAGS.contains(&tag) {
+                return Err(Violation::new(format!(
+                    "invalid frontend message type {tag}"
+                )));
+            }
+            if tag == b'X' {
+                pos = start;
+                stop = Some(RelayEnd::Terminated);
+                break;
+            }
+            if tag == b'P' && !whole {
+                return Err(Violation::new(format!(
+                    "Parse message larger than {WHOLE_CAP} bytes is not supported in transaction pooling"
+                )));
+            }
+            rep.clear();
+            let outcome = self
+                .rewriter
+                .message(&data[start..end], whole, &mut shared, rep)?;
+            if outcome != Outcome::Forward || !rep.is_empty() {
+                out.extend_from_slice(&data[run..start]);
+                out.extend_from_slice(rep);
+                modified = true;
+                run = match outcome {
+                    Outcome::Forward => start,
+                    Outcome::Replaced { consumed } => start + consumed,
+                    Outcome::Swallowed => end,
+                };
+            }
+            pos = end;
+        }
+        drop(shared);
+        Ok(finish(buf, out, run, pos, modified, stop))
+    }
+}
+
+/// Completes `out` with the last unchanged run when the chunk was modified.
+fn finish(
+    buf: &FrameBuf,
+    out: &mut Vec<u8>,
+    run: usize,
+    pos: usize,
+    modified: bool,
+    stop: Option<RelayEnd>,
+) -> (usize, bool, Option<RelayEnd>) {
+    if modified && run < pos {
+        out.extend_from_slice(&buf.readable()[run..pos]);
+    }
+    (pos, modified, stop)
+}

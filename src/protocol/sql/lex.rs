@@ -1,0 +1,214 @@
+//! The lexer behind [`super::classify`]: words, punctuation and the
+//! places where quotes, dollar quotes and comments end, over raw bytes.
+
+/// One token; positions index into the SQL text so that nothing is copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Tok {
+    /// Unquoted identifier or keyword at `[start, end)`.
+    Word(usize, usize),
+    /// Quoted identifier; `[start, end)` lies between the quotes, `""` still doubled.
+    Quoted(usize, usize),
+    /// String literal: its contents never matter.
+    Str,
+    /// Contents of a dollar quote at `[start, end)`: may be code, so it is scanned too.
+    Body(usize, usize),
+    /// One byte of punctuation or operator.
+    Punct(u8),
+    /// Number, `$n` placeholder, or nothing at all (before the first token).
+    #[default]
+    Other,
+}
+
+pub(super) fn is_ident_start(b: u8) -> bool {
+    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+}
+
+pub(super) fn is_ident_cont(b: u8) -> bool {
+    is_ident_start(b) || b.is_ascii_digit() || b == b'$'
+}
+
+/// Dollar-quote tags and words inside bodies: identifier characters without `$`.
+pub(super) fn is_tag_char(b: u8) -> bool {
+    is_ident_start(b) || b.is_ascii_digit()
+}
+
+/// PostgreSQL's whitespace, which includes form feed and vertical tab.
+pub(super) fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+pub(super) fn skip_while(s: &[u8], mut i: usize, f: impl Fn(u8) -> bool) -> usize {
+    while s.get(i).is_some_and(|&c| f(c)) {
+        i += 1;
+    }
+    i
+}
+
+/// Keyword test: only unquoted words are keywords.
+pub(super) fn is_kw(sql: &[u8], t: Tok, kw: &[u8]) -> bool {
+    matches!(t, Tok::Word(s, e) if sql.get(s..e).is_some_and(|w| w.eq_ignore_ascii_case(kw)))
+}
+
+/// Name test for quoted or unquoted identifiers; case-blind because being wrong only pins.
+pub(super) fn ident_is(sql: &[u8], t: Tok, name: &[u8]) -> bool {
+    match t {
+        Tok::Word(s, e) | Tok::Quoted(s, e) => {
+            sql.get(s..e).is_some_and(|w| w.eq_ignore_ascii_case(name))
+        }
+        _ => false,
+    }
+}
+
+/// Splits SQL into tokens, skipping whitespace and comments. Every step
+/// consumes at least one byte, and anything unterminated runs to the end.
+pub(super) struct Lexer<'a> {
+    pub(super) s: &'a [u8],
+    pub(super) pos: usize,
+}
+
+impl Iterator for Lexer<'_> {
+    type Item = Tok;
+
+    fn next(&mut self) -> Option<Tok> {
+        self.skip_blanks();
+        let start = self.pos;
+        let b = *self.s.get(start)?;
+        self.pos += 1;
+        Some(match b {
+            b'\'' => self.string(false),
+            b'"' => self.quoted(),
+            b'$' => self.dollar(start),
+            _ if is_ident_start(b) => self.word(start),
+            _ if b.is_ascii_digit() => {
+                self.pos = skip_while(self.s, self.pos, |c| c.is_ascii_alphanumeric() || c == b'_');
+                Tok::Other
+            }
+            _ => Tok::Punct(b),
+        })
+    }
+}
+
+impl Lexer<'_> {
+    fn skip_blanks(&mut self) {
+        loop {
+            match self.s.get(self.pos..).unwrap_or_default() {
+                [c, ..] if is_space(*c) => self.pos += 1,
+                [b'-', b'-', ..] => {
+                    self.pos = skip_while(self.s, self.pos, |c| c != b'\n');
+                }
+                [b'/', b'*', ..] => self.block_comment(),
+                _ => return,
+            }
+        }
+    }
+
+    /// `/* ... */` nests in PostgreSQL, unlike in C.
+    fn block_comment(&mut self) {
+        let mut depth = 0usize;
+        while let Some(rest) = self.s.get(self.pos..).filter(|r| !r.is_empty()) {
+            match rest {
+                [b'/', b'*', ..] => {
+                    depth += 1;
+                    self.pos += 2;
+                }
+                [b'*', b'/', ..] => {
+                    depth = depth.saturating_sub(1);
+                    self.pos += 2;
+                    if depth == 0 {
+                        return;
+                    }
+                }
+                _ => self.pos += 1,
+            }
+        }
+    }
+
+    /// A word, or the `E'`, `U&'` and `U&"` prefixes that start quotes.
+    fn word(&mut self, start: usize) -> Tok {
+        match self.s.get(start..).unwrap_or_default() {
+            [b'e' | b'E', b'\'', ..] => {
+                self.pos = start + 2;
+                self.string(true)
+            }
+            [b'u' | b'U', b'&', b'\'', ..] => {
+                self.pos = start + 3;
+                self.string(false)
+            }
+            [b'u' | b'U', b'&', b'"', ..] => {
+                self.pos = start + 3;
+                self.quoted()
+            }
+            _ => {
+                self.pos = skip_while(self.s, self.pos, is_ident_cont);
+                Tok::Word(start, self.pos)
+            }
+        }
+    }
+
+    /// The rest of a string literal after its opening quote.
+    fn string(&mut self, backslash: bool) -> Tok {
+        let s = self.s;
+        let mut i = self.pos;
+        while let Some(&c) = s.get(i) {
+            i += 1;
+            match c {
+                b'\\' if backslash => i += 1,
+                b'\'' if s.get(i) == Some(&b'\'') => i += 1,
+                b'\'' => break,
+                _ => {}
+            }
+        }
+        self.pos = i.min(s.len());
+        Tok::Str
+    }
+
+    /// The rest of a quoted identifier after its opening quote.
+    fn quoted(&mut self) -> Tok {
+        let s = self.s;
+        let start = self.pos;
+        let mut i = start;
+        while let Some(&c) = s.get(i) {
+            if c == b'"' {
+                if s.get(i + 1) != Some(&b'"') {
+                    self.pos = i + 1;
+                    return Tok::Quoted(start, i);
+                }
+                i += 1;
+            }
+            i += 1;
+        }
+        self.pos = s.len();
+        Tok::Quoted(start, s.len())
+    }
+
+    /// `$tag$...$tag$`, or a `$1` placeholder (a tag cannot start with a digit).
+    fn dollar(&mut self, start: usize) -> Tok {
+        let s = self.s;
+        let tag_end = skip_while(s, start + 1, is_tag_char);
+        let first = s.get(start + 1).copied().unwrap_or(b'0');
+        if s.get(tag_end) != Some(&b'$') || first.is_ascii_digit() {
+            self.pos = skip_while(s, start + 1, |c| c.is_ascii_digit());
+            return Tok::Other;
+        }
+        let body = tag_end + 1;
+        let delim = s.get(start..body).unwrap_or_default();
+        let end = find_delim(s, body, delim).unwrap_or(s.len());
+        self.pos = (end + delim.len()).min(s.len());
+        Tok::Body(body, end)
+    }
+}
+
+/// First `delim` at or after `from`. Linear: `delim`'s tag holds no `$`, so the
+/// bytes matched before a mismatch are never the start of another candidate.
+pub(super) fn find_delim(s: &[u8], from: usize, delim: &[u8]) -> Option<usize> {
+    let mut i = from;
+    while let Some(off) = s.get(i..)?.iter().position(|&c| c == b'$') {
+        let p = i + off;
+        let rest = s.get(p..).unwrap_or_default();
+        if rest.len() >= delim.len() && rest.iter().zip(delim).all(|(a, b)| a == b) {
+            return Some(p);
+        }
+        i = p + 1;
+    }
+    None
+}
