@@ -122,7 +122,15 @@ pub(super) async fn attach(
         state: ClientState::WaitingForBackend,
         backend: None,
     });
-    let pool = pooler.pool_for(&database, &user)?;
+    let pool = match pooler.pool_for(&database, &user) {
+        Ok(pool) => pool,
+        Err(e) => {
+            // Authentication comes first, as on PostgreSQL: the client sees
+            // it succeed, then the error (3D000 for an unknown database).
+            let _ = stream.write_all(&out).await;
+            return Err(e.into());
+        }
+    };
     if let Proof::Scram(success) = &proof {
         let auth_file = pooler.auth_file();
         let secret = auth_file.as_ref().and_then(|f| f.get(&user));
