@@ -128,7 +128,7 @@ pub(super) async fn attach(
             // Authentication comes first, as on PostgreSQL: the client sees
             // it succeed, then the error (3D000 for an unknown database).
             let _ = stream.write_all(&out).await;
-            return Err(e.into());
+            return Err(e);
         }
     };
     if let Proof::Scram(success) = &proof {
