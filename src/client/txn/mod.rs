@@ -95,6 +95,16 @@ pub(super) async fn serve(
     let max_prepared = config.pool.max_prepared_statements;
     drop(config);
     let shutdown = pooler.terminate_token();
+    let killed = pool.kill_token();
+    // One watch on shutdown and KILL for the client's whole life, instead of
+    // fresh cancellation futures (each a waiter registration) per transaction.
+    let stop = async {
+        tokio::select! {
+            _ = shutdown.cancelled() => "shutdown",
+            _ = killed.cancelled() => "killed",
+        }
+    };
+    tokio::pin!(stop);
     let client_class = Class::client(transport, stream.is_tls());
     let mut meter: Option<Meter<'_>> = None;
     let mut scan = Scanner::new();
@@ -105,7 +115,7 @@ pub(super) async fn serve(
             Some(l) => l,
             None => {
                 entry.set(ClientState::Idle, None);
-                match Box::pin(wait_for_client(stream, buf, &scan, &shutdown)).await {
+                match Box::pin(wait_for_client(stream, buf, &scan, stop.as_mut())).await {
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
@@ -113,7 +123,7 @@ pub(super) async fn serve(
                 // name would give it back to another client's RESET.
                 let acquired = tokio::select! {
                     l = Box::pin(pool.acquire(cancel_key.pid as u64, None)) => l,
-                    _ = shutdown.cancelled() => break RelayEnd::BackendGone("shutdown".into()),
+                    why = stop.as_mut() => break RelayEnd::BackendGone(why.into()),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
                 if let Err(e) = sync_params(l.backend(), (&params, &extras), &tracked) {
@@ -129,7 +139,6 @@ pub(super) async fn serve(
         cancel_key.slot.set(Some(held.backend().cancel.clone()));
         let meter = meter
             .get_or_insert_with(|| Meter::new(&pooler.stats, client_class, held.backend().class()));
-        let killed = held.pool().kill_token();
         let mode = Mode {
             release_at_idle: pin.is_none(),
             statement: pool_mode == PoolMode::Statement,
@@ -137,7 +146,8 @@ pub(super) async fn serve(
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
-            let r = relay::relay(
+            // Boxed: an idle client's task should not carry the relay's state.
+            let r = Box::pin(relay::relay(
                 (&mut cr, &mut cw),
                 buf,
                 &mut scan,
@@ -146,17 +156,11 @@ pub(super) async fn serve(
                 &mut params,
                 meter,
                 mode,
-            );
-            // The select and its cancellation futures are boxed with the
-            // relay, so an idle client's task does not carry them.
-            Box::pin(async {
-                tokio::select! {
-                    r = r => r,
-                    _ = shutdown.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())), Default::default()),
-                    _ = killed.cancelled() => (TxnEnd::Ended(RelayEnd::BackendGone("killed".into())), Default::default()),
-                }
-            })
-            .await
+            ));
+            tokio::select! {
+                r = r => r,
+                why = stop.as_mut() => (TxnEnd::Ended(RelayEnd::BackendGone(why.into())), Default::default()),
+            }
         };
         cancel_key.slot.set(None);
         if !cancel_key.slot.idle() {
@@ -198,7 +202,7 @@ pub(super) async fn serve(
         end = ?end,
         "client session ended"
     );
-    super::session::end_result(end, shutdown.is_cancelled())
+    super::session::end_result(end, shutdown.is_cancelled() || killed.is_cancelled())
 }
 
 /// What the client did while it held no backend.
@@ -214,14 +218,14 @@ async fn wait_for_client(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     scan: &Scanner,
-    shutdown: &tokio_util::sync::CancellationToken,
+    mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
 ) -> Waited {
     if buf.is_empty() {
         // Idle clients may be many: hold no read buffer while waiting.
         buf.shed();
         let ready = tokio::select! {
             r = stream.wait_readable() => r,
-            _ = shutdown.cancelled() => return Waited::End(RelayEnd::BackendGone("shutdown".into())),
+            why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
         };
         if ready.is_err() {
             return Waited::End(RelayEnd::ClientGone);
@@ -234,7 +238,7 @@ async fn wait_for_client(
         let (mut cr, _) = stream.split();
         let read = tokio::select! {
             r = fill(&mut cr, buf) => r,
-            _ = shutdown.cancelled() => return Waited::End(RelayEnd::BackendGone("shutdown".into())),
+            why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
         };
         match read {
             Ok(_) => {}
