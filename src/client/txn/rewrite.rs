@@ -151,8 +151,9 @@ impl Rewriter<'_> {
         shared: &mut Shared<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, Violation> {
-        let tag = msg[0];
-        let body = &msg[5..];
+        let (Some(&tag), Some(body)) = (msg.first(), msg.get(5..)) else {
+            return Err(Violation::new("message shorter than its header"));
+        };
         if matches!(tag, b'P' | b'B' | b'D' | b'E' | b'C' | b'H') {
             shared.unsynced += 1;
         }
@@ -258,8 +259,10 @@ impl Rewriter<'_> {
         shared: &mut Shared<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, Violation> {
-        let body = &msg[5..];
-        let total_len = crate::protocol::be_u32(&msg[1..5]) as usize;
+        let (Some(body), Some(len)) = (msg.get(5..), msg.get(1..5)) else {
+            return Err(Violation::new("message shorter than its header"));
+        };
+        let total_len = crate::protocol::be_u32(len) as usize;
         let (portal, rest) = split_cstr(body).ok_or_else(malformed("Bind"))?;
         let (name, _) = split_cstr(rest).ok_or_else(malformed("Bind"))?;
         let id = self.prepared_id(name, shared, out);
@@ -270,7 +273,9 @@ impl Rewriter<'_> {
         let after_names = portal.len() + name.len() + 2;
         let mut new_name = Vec::with_capacity(24);
         statement_name(id, &mut new_name);
-        let new_len = total_len - name.len() + new_name.len();
+        let new_len = (total_len + new_name.len())
+            .checked_sub(name.len())
+            .ok_or_else(malformed("Bind"))?;
         out.push(b'B');
         out.extend_from_slice(&(new_len as u32).to_be_bytes());
         out.extend_from_slice(portal);
@@ -374,4 +379,95 @@ fn cstr_prefix(body: &[u8]) -> &[u8] {
 
 fn malformed(what: &'static str) -> impl Fn() -> Violation {
     move || Violation::new(format!("invalid {what} message format"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&((body.len() + 4) as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    fn run(msgs: &[Vec<u8>]) -> (Vec<Result<Outcome, Violation>>, Vec<u8>) {
+        let registry = StatementRegistry::default();
+        let mut statements = ClientStatements::default();
+        let tracked = |_: &str| false;
+        let mut rw = Rewriter {
+            statements: &mut statements,
+            registry: &registry,
+            manage: true,
+            tracked: &tracked,
+        };
+        let mut cache = PreparedCache::new(4);
+        let mut shared = Shared::new(&mut cache);
+        let mut out = Vec::new();
+        let results = msgs
+            .iter()
+            .map(|m| rw.message(m, true, &mut shared, &mut out))
+            .collect();
+        (results, out)
+    }
+
+    #[test]
+    fn named_statements_are_renamed_and_prepared_once() {
+        let parse = msg(b'P', b"s1\0SELECT 1\0\0\0");
+        let bind = msg(b'B', b"\0s1\0\0\0\0\0\0\0");
+        let (r, out) = run(&[parse.clone(), bind, msg(b'S', b"")]);
+        assert!(matches!(r[0], Ok(Outcome::Replaced { .. })));
+        assert!(matches!(r[1], Ok(Outcome::Replaced { .. })));
+        assert_eq!(r[2], Ok(Outcome::Forward));
+        let text = String::from_utf8_lossy(&out);
+        assert!(text.contains("PGHARBOR_"), "{text}");
+        assert!(!text.contains("s1"), "{text}");
+        // The same name again in one session: 42P05, answered by the pooler.
+        let (r, _) = run(&[parse.clone(), msg(b'S', b""), parse]);
+        assert_eq!(r[2], Ok(Outcome::Swallowed));
+    }
+
+    #[test]
+    fn malformed_messages_are_violations_not_panics() {
+        let cases = [
+            msg(b'P', b"no terminator"),
+            msg(b'P', b"s1\0unterminated query"),
+            msg(b'B', b"portal only\0"),
+            msg(b'B', b""),
+            msg(b'D', b""),
+            msg(b'D', b"Sname without nul"),
+            msg(b'C', b""),
+            msg(b'C', b"S"),
+            vec![b'P', 0, 0],
+            vec![],
+        ];
+        for m in &cases {
+            let (r, _) = run(std::slice::from_ref(m));
+            assert!(r[0].is_err(), "{m:?} gave {:?}", r[0]);
+        }
+    }
+
+    #[test]
+    fn random_messages_never_panic() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..5000 {
+            let tag = b"PBDCQSEHFdcf"[(next() % 12) as usize];
+            let len = (next() % 40) as usize;
+            let body: Vec<u8> = (0..len)
+                .map(|_| match next() % 4 {
+                    0 => 0,
+                    1 => b'S',
+                    _ => (next() % 256) as u8,
+                })
+                .collect();
+            let _ = run(&[msg(tag, &body), msg(b'S', b"")]);
+        }
+    }
 }
