@@ -153,11 +153,14 @@ pub(super) async fn attach(
     let (mut lease, shown) = match known {
         Some(shown) => (None, shown),
         None => match acquire(&pool, ctx.id, &wanted, hint, timings).await {
-            Ok(mut lease) => {
+            Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
                 let shown = Arc::new(lease.backend().params.clone());
                 (Some(lease), shown)
             }
+            // Session pooling shows the backend's own set (below) and keeps
+            // no copy: the client never changes backend.
+            Ok(lease) => (Some(lease), Arc::default()),
             Err(e) => {
                 // The client did authenticate: let it see that before the error.
                 let _ = stream.write_all(&out).await;
@@ -165,10 +168,14 @@ pub(super) async fn attach(
             }
         },
     };
-    let extras: Vec<(String, String)> = wanted
-        .into_iter()
-        .filter(|(name, _)| shown.get_ci(name).is_none())
-        .collect();
+    let extras: Vec<(String, String)> = if pooled_per_transaction {
+        wanted
+            .into_iter()
+            .filter(|(name, _)| shown.get_ci(name).is_none())
+            .collect()
+    } else {
+        Vec::new()
+    };
     let backend_id = lease.as_mut().map(|l| l.backend().id);
     entry.set(
         if backend_id.is_some() {
@@ -185,7 +192,11 @@ pub(super) async fn attach(
             l.backend().extras.set(name, value);
         }
     }
-    for (name, value) in shown.iter() {
+    let shown_set = match (&mut lease, pooled_per_transaction) {
+        (Some(l), false) => &l.backend().params,
+        _ => &*shown,
+    };
+    for (name, value) in shown_set.iter() {
         server::parameter_status(&mut out, name, value);
     }
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
