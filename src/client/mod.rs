@@ -40,6 +40,7 @@ const CLIENT_RELAY_CAP: usize = 64 * 1024;
 
 /// Where a client is in its life; reported by the admin console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum ClientState {
     /// Reading startup packets (SSL/GSS requests, StartupMessage).
     Negotiating,
@@ -53,6 +54,23 @@ pub enum ClientState {
     Idle,
     /// Ending.
     Closing,
+}
+
+impl ClientState {
+    /// The state stored as `state as u8` (unknown values read as Closing).
+    pub fn from_u8(v: u8) -> ClientState {
+        [
+            ClientState::Negotiating,
+            ClientState::Authenticating,
+            ClientState::WaitingForBackend,
+            ClientState::Active,
+            ClientState::Idle,
+            ClientState::Closing,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == v)
+        .unwrap_or(ClientState::Closing)
+    }
 }
 
 /// Establishment timings of one client connection.

@@ -1,7 +1,10 @@
 //! Who is connected and what each client is doing, for SHOW CLIENTS.
-//! Updated at login, when a backend is attached, and at the end — never per message.
+//! The list changes at login and at the end; what a client is doing changes
+//! per transaction in transaction pooling, so that part is two atomics of
+//! the client's own, read when the admin asks, never a global lock.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -31,12 +34,32 @@ pub struct ClientInfo {
     pub backend: Option<u64>,
 }
 
+/// What a client is doing now, updated without the registry's lock.
+#[derive(Debug)]
+struct Live {
+    state: AtomicU8,
+    /// Backend id, 0 for none (ids start at 1).
+    backend: AtomicU64,
+}
+
+impl Live {
+    fn store(&self, state: ClientState, backend: Option<u64>) {
+        self.state.store(state as u8, Ordering::Relaxed);
+        self.backend.store(backend.unwrap_or(0), Ordering::Relaxed);
+    }
+
+    fn fill(&self, info: &mut ClientInfo) {
+        info.state = ClientState::from_u8(self.state.load(Ordering::Relaxed));
+        info.backend = Some(self.backend.load(Ordering::Relaxed)).filter(|b| *b != 0);
+    }
+}
+
 /// Every logged-in client.
 #[derive(Debug, Default)]
-pub struct ClientRegistry(Mutex<BTreeMap<u64, ClientInfo>>);
+pub struct ClientRegistry(Mutex<BTreeMap<u64, (ClientInfo, Arc<Live>)>>);
 
 impl ClientRegistry {
-    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, ClientInfo>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, (ClientInfo, Arc<Live>)>) -> R) -> R {
         match self.0.lock() {
             Ok(mut m) => f(&mut m),
             Err(p) => f(&mut p.into_inner()),
@@ -46,16 +69,29 @@ impl ClientRegistry {
     /// Adds a client; it is removed when the returned entry is dropped.
     pub fn register(self: &Arc<Self>, info: ClientInfo) -> ClientEntry {
         let id = info.id;
-        self.with(|m| m.insert(id, info));
+        let live = Arc::new(Live {
+            state: AtomicU8::new(info.state as u8),
+            backend: AtomicU64::new(info.backend.unwrap_or(0)),
+        });
+        self.with(|m| m.insert(id, (info, live.clone())));
         ClientEntry {
             registry: self.clone(),
             id,
+            live,
         }
     }
 
     /// A copy of every entry.
     pub fn list(&self) -> Vec<ClientInfo> {
-        self.with(|m| m.values().cloned().collect())
+        self.with(|m| {
+            m.values()
+                .map(|(info, live)| {
+                    let mut info = info.clone();
+                    live.fill(&mut info);
+                    info
+                })
+                .collect()
+        })
     }
 }
 
@@ -63,17 +99,13 @@ impl ClientRegistry {
 pub struct ClientEntry {
     registry: Arc<ClientRegistry>,
     id: u64,
+    live: Arc<Live>,
 }
 
 impl ClientEntry {
     /// Records what the client is doing now.
     pub fn set(&self, state: ClientState, backend: Option<u64>) {
-        self.registry.with(|m| {
-            if let Some(c) = m.get_mut(&self.id) {
-                c.state = state;
-                c.backend = backend;
-            }
-        });
+        self.live.store(state, backend);
     }
 }
 
@@ -101,8 +133,25 @@ mod tests {
             state: ClientState::WaitingForBackend,
             backend: None,
         });
+        assert_eq!(r.list()[0].state, ClientState::WaitingForBackend);
         entry.set(ClientState::Active, Some(9));
         assert_eq!(r.list()[0].backend, Some(9));
+        assert_eq!(r.list()[0].state, ClientState::Active);
+        entry.set(ClientState::Idle, None);
+        assert_eq!(
+            (r.list()[0].state, r.list()[0].backend),
+            (ClientState::Idle, None)
+        );
+        for s in [
+            ClientState::Negotiating,
+            ClientState::Authenticating,
+            ClientState::WaitingForBackend,
+            ClientState::Active,
+            ClientState::Idle,
+            ClientState::Closing,
+        ] {
+            assert_eq!(ClientState::from_u8(s as u8), s);
+        }
         drop(entry);
         assert!(r.list().is_empty());
     }
