@@ -119,6 +119,7 @@ pub(super) async fn serve(
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
+                entry.set(ClientState::WaitingForBackend, None);
                 // No application_name hint: a backend opened with one client's
                 // name would give it back to another client's RESET.
                 let acquired = tokio::select! {
