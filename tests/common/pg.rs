@@ -159,32 +159,7 @@ impl PgCluster {
             postmaster: Mutex::new(Some(child)),
             watchdog: Mutex::new(Some(watchdog)),
         };
-        let ready = wait_until(Duration::from_secs(60), || {
-            let exited = cluster
-                .postmaster
-                .lock()
-                .unwrap()
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten());
-            if let Some(status) = exited {
-                panic!(
-                    "postgres exited during start-up ({status}):\n{}",
-                    tail_file(&cluster.log, 4000)
-                );
-            }
-            Command::new(cluster.bin.join("pg_isready"))
-                .args(["-q", "-U", "postgres", "-d", "postgres", "-h"])
-                .arg(&cluster.sock)
-                .args(["-p", &port.to_string()])
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false)
-        });
-        assert!(
-            ready,
-            "postgres did not become ready in 60 s:\n{}",
-            tail_file(&cluster.log, 4000)
-        );
+        cluster.wait_ready("start-up");
         cluster.create_roles();
         cluster
     }
@@ -377,6 +352,12 @@ impl PgCluster {
         .expect("write pidfile");
         *pm = Some(child);
         drop(pm);
+        self.wait_ready("restart");
+    }
+
+    /// Waits (60 s at most) until the postmaster accepts connections; panics
+    /// with the log's tail if it exits or never gets there.
+    fn wait_ready(&self, what: &str) {
         let ready = wait_until(Duration::from_secs(60), || {
             let exited = self
                 .postmaster
@@ -386,7 +367,7 @@ impl PgCluster {
                 .and_then(|c| c.try_wait().ok().flatten());
             if let Some(status) = exited {
                 panic!(
-                    "postgres exited during restart ({status}):\n{}",
+                    "postgres exited during {what} ({status}):\n{}",
                     tail_file(&self.log, 4000)
                 );
             }
@@ -394,7 +375,7 @@ impl PgCluster {
         });
         assert!(
             ready,
-            "postgres did not come back in 60 s:\n{}",
+            "postgres did not become ready ({what}) in 60 s:\n{}",
             tail_file(&self.log, 4000)
         );
     }
