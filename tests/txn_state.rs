@@ -123,6 +123,17 @@ async fn on_every_backend(ci: &str, n: usize, expr: &str) -> Vec<(i32, Option<St
     out
 }
 
+/// After the pinned client left: `count_expr` is 0 on both backends.
+async fn no_backend_keeps(ci: &str, count_expr: &str, what: &str) {
+    for (bp, v) in on_every_backend(ci, 2, count_expr).await {
+        assert_eq!(
+            v.as_deref(),
+            Some("0"),
+            "backend {bp} keeps {what} after A left"
+        );
+    }
+}
+
 fn unix_ci(p: &Pooler) -> String {
     p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
 }
@@ -768,14 +779,12 @@ async fn listen_pins_and_notifications_reach_the_listener() {
     assert_eq!(listening.as_deref(), Some("0"), "B listens to nothing");
     drop(a);
     drop(rx);
-    for (bp, v) in on_every_backend(&ci, 2, "(SELECT count(*) FROM pg_listening_channels())").await
-    {
-        assert_eq!(
-            v.as_deref(),
-            Some("0"),
-            "backend {bp} still listens after A left"
-        );
-    }
+    no_backend_keeps(
+        &ci,
+        "(SELECT count(*) FROM pg_listening_channels())",
+        "a LISTEN",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -811,19 +820,12 @@ async fn cursors_with_hold_pin_and_are_closed_by_the_reset() {
         assert_eq!(pid(&a).await, pa);
     }
     drop(a);
-    for (bp, v) in on_every_backend(
+    no_backend_keeps(
         &ci,
-        2,
         "(SELECT count(*) FROM pg_cursors WHERE name = 'held')",
+        "a cursor",
     )
-    .await
-    {
-        assert_eq!(
-            v.as_deref(),
-            Some("0"),
-            "backend {bp} keeps a cursor after A left"
-        );
-    }
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -859,19 +861,12 @@ async fn sql_prepare_pins_and_is_deallocated_by_the_reset() {
         assert_eq!(pid(&a).await, pa);
     }
     drop(a);
-    for (bp, v) in on_every_backend(
+    no_backend_keeps(
         &ci,
-        2,
         "(SELECT count(*) FROM pg_prepared_statements WHERE name = 'doubled')",
+        "A's PREPARE",
     )
-    .await
-    {
-        assert_eq!(
-            v.as_deref(),
-            Some("0"),
-            "backend {bp} keeps A's PREPARE after A left"
-        );
-    }
+    .await;
 }
 
 // ---------------------------------------------------------------------------
