@@ -75,12 +75,17 @@ impl Config {
 }
 
 impl PoolConfig {
-    /// Whether startup parameter `lower_name` (already lower-cased) follows
-    /// each client in transaction mode: one of [`TRACKED_PARAMETERS`] or
-    /// listed in `pool.track_parameters`.
-    pub fn is_tracked(&self, lower_name: &str) -> bool {
-        TRACKED_PARAMETERS.contains(&lower_name)
-            || self.track_parameters.iter().any(|p| p == lower_name)
+    /// Whether parameter `name` (any case, as PostgreSQL matches them)
+    /// follows each client in transaction mode: one of
+    /// [`TRACKED_PARAMETERS`] or listed in `pool.track_parameters`.
+    pub fn is_tracked(&self, name: &str) -> bool {
+        TRACKED_PARAMETERS
+            .iter()
+            .any(|t| t.eq_ignore_ascii_case(name))
+            || self
+                .track_parameters
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(name))
     }
 }
 

@@ -92,10 +92,18 @@ fn tracked_parameters_are_the_builtin_six_and_the_listed_ones() {
     for name in TRACKED_PARAMETERS {
         assert!(c.pool.is_tracked(name), "{name}");
     }
-    for name in ["datestyle", "timezone", "intervalstyle", "search_path"] {
+    // Matched as PostgreSQL matches parameter names: in any case.
+    for name in [
+        "datestyle",
+        "timezone",
+        "intervalstyle",
+        "search_path",
+        "DateStyle",
+        "Search_Path",
+    ] {
         assert!(c.pool.is_tracked(name), "{name}");
     }
-    for name in ["work_mem", "DateStyle", "Search_Path", "", "options"] {
+    for name in ["work_mem", "", "options"] {
         assert!(!c.pool.is_tracked(name), "{name}");
     }
     assert!(!parse("").pool.is_tracked("search_path"));

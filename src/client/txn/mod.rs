@@ -35,23 +35,6 @@ use statements::ClientStatements;
 /// Longest a backend waits for a cancel on its way before going back to the pool.
 const CANCEL_DELIVERY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Parameters every client follows in transaction pooling (as PostgreSQL
-/// reports them), besides `pool.track_parameters`.
-const TRACKED: &[&str] = &[
-    "client_encoding",
-    "DateStyle",
-    "TimeZone",
-    "IntervalStyle",
-    "standard_conforming_strings",
-    "application_name",
-];
-
-/// True if `name` is a parameter the pooler re-applies per client.
-fn is_tracked(name: &str, extra: &[String]) -> bool {
-    TRACKED.iter().any(|t| t.eq_ignore_ascii_case(name))
-        || extra.iter().any(|t| t.eq_ignore_ascii_case(name))
-}
-
 /// Serves a logged-in client in transaction or statement pooling until it leaves.
 pub(super) async fn serve(
     session: Session,
@@ -76,13 +59,12 @@ pub(super) async fn serve(
         None => pooler.pool_for(&database, &user)?,
     };
     let config = pooler.config();
-    let extra_tracked = config.pool.track_parameters.clone();
     // A followed parameter must be one the server reports: the pooler
     // learns a client's SET of it from ParameterStatus. A SET of any other
     // parameter (even one listed in track_parameters) pins instead.
     let reported: Vec<String> = params.iter().map(|(k, _)| k.to_string()).collect();
     let tracked = |name: &str| {
-        is_tracked(name, &extra_tracked) && reported.iter().any(|r| r.eq_ignore_ascii_case(name))
+        config.pool.is_tracked(name) && reported.iter().any(|r| r.eq_ignore_ascii_case(name))
     };
     let mut statements = ClientStatements::default();
     let mut rewriter = Rewriter {
@@ -93,7 +75,6 @@ pub(super) async fn serve(
     };
     let idle_tx_timeout = Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero());
     let max_prepared = config.pool.max_prepared_statements;
-    drop(config);
     let shutdown = pooler.terminate_token();
     let killed = pool.kill_token();
     // One watch on shutdown and KILL for the client's whole life, instead of
