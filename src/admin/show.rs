@@ -193,19 +193,19 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         "pool.idle_transaction_timeout",
         dur(p.idle_transaction_timeout),
         "0s",
-        false,
+        true,
     );
     add(
         "pool.max_prepared_statements",
         count(p.max_prepared_statements),
         "200",
-        false,
+        true,
     );
     add(
         "pool.track_parameters",
         p.track_parameters.join(", "),
         "",
-        false,
+        true,
     );
     add("admin.users", c.admin.users.join(", "), "", true);
     for (name, db) in &c.databases {
