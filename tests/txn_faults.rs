@@ -16,12 +16,6 @@ use common::{
 /// Generous bound for anything that must happen "promptly" on a loaded machine.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn txn_opts(pool_size: usize) -> PoolerOpts {
-    PoolerOpts::default()
-        .mode("transaction")
-        .pool_size(pool_size)
-}
-
 fn unix_ci(p: &Pooler) -> String {
     p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
 }
@@ -79,7 +73,7 @@ fn is_backend_gone(e: &tokio_postgres::Error) -> bool {
 async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_elsewhere() {
     let pg = PgCluster::shared();
     fresh_table(pg, "fault_term");
-    let p = Pooler::start(pg, txn_opts(2));
+    let p = Pooler::start(pg, PoolerOpts::transaction(2));
     let ci = unix_ci(&p);
     let admin = pg.admin_client().await;
 
@@ -188,7 +182,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
 #[tokio::test(flavor = "multi_thread")]
 async fn an_idle_backend_terminated_between_transactions_is_never_handed_out() {
     let pg = PgCluster::shared();
-    let p = Pooler::start(pg, txn_opts(1));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1));
     let ci = unix_ci(&p);
     let admin = pg.admin_client().await;
     let a = connect_ok(&ci).await;
@@ -238,7 +232,7 @@ async fn an_idle_backend_terminated_between_transactions_is_never_handed_out() {
 async fn postgresql_restarts_fast_and_immediate() {
     let pg = PgCluster::start();
     fresh_table(&pg, "fault_restart");
-    let mut opts = txn_opts(2);
+    let mut opts = PoolerOpts::transaction(2);
     opts.server_connect_timeout = "5s".into();
     let p = Pooler::start(&pg, opts);
     let ci = unix_ci(&p);
@@ -371,7 +365,7 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
     ];
     for (what, bytes, answered) in cases {
         // A pooler per case: a stuck backend must not hide the next case.
-        let p = Pooler::start(PgCluster::shared(), txn_opts(1));
+        let p = Pooler::start(PgCluster::shared(), PoolerOpts::transaction(1));
         let ci = unix_ci(&p);
         let b = connect_ok(&ci).await;
         for terminate in [false, true] {
@@ -424,7 +418,7 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
 #[test]
 fn cancel_reaches_only_the_query_of_the_client_that_asked() {
     let pg = PgCluster::shared();
-    let p = Pooler::start(pg, txn_opts(1));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1));
     let ep = p.endpoint(Transport::Unix);
     let (mut a, key_a) = login(&p);
     let (mut b, _) = login(&p);
@@ -461,7 +455,7 @@ fn cancel_reaches_only_the_query_of_the_client_that_asked() {
 #[test]
 fn a_cancel_from_a_client_with_no_query_running_is_not_forwarded() {
     let pg = PgCluster::shared();
-    let p = Pooler::start(pg, txn_opts(1));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1));
     let ep = p.endpoint(Transport::Unix);
     let (mut a, key_a) = login(&p);
     let (mut b, key_b) = login(&p);
@@ -515,7 +509,7 @@ fn idle_transaction_timeout_ends_the_client_and_frees_its_backend() {
     fresh_table(pg, "fault_idle");
     let p = Pooler::start(
         pg,
-        txn_opts(1).pool_toml("idle_transaction_timeout = \"1s\""),
+        PoolerOpts::transaction(1).pool_toml("idle_transaction_timeout = \"1s\""),
     );
     let ended = |c: &mut RawConn, what: &str| {
         let started = Instant::now();

@@ -6,9 +6,7 @@ mod common;
 use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
 
 fn txn_pooler(pg: &PgCluster, size: usize) -> Pooler {
-    let mut opts = PoolerOpts::default().pool_size(size);
-    opts.mode = "transaction".into();
-    Pooler::start(pg, opts)
+    Pooler::start(pg, PoolerOpts::transaction(size))
 }
 
 #[tokio::test(flavor = "multi_thread")]

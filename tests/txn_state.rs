@@ -21,14 +21,8 @@ use tokio_postgres::Client;
 /// Generous bound for anything that must happen "promptly" on a loaded machine.
 const WAIT: Duration = Duration::from_secs(20);
 
-fn txn_opts(pool_size: usize) -> PoolerOpts {
-    PoolerOpts::default()
-        .mode("transaction")
-        .pool_size(pool_size)
-}
-
 fn txn_pooler(pool_size: usize) -> Pooler {
-    Pooler::start(PgCluster::shared(), txn_opts(pool_size))
+    Pooler::start(PgCluster::shared(), PoolerOpts::transaction(pool_size))
 }
 
 /// A raw client logged in through the pooler's socket as scram_user, with
@@ -384,7 +378,7 @@ fn track_parameters_follow_their_own_client_and_never_reach_another() {
     // track_parameters.
     let p = Pooler::start(
         PgCluster::shared(),
-        txn_opts(2).pool_toml("track_parameters = [\"work_mem\"]"),
+        PoolerOpts::transaction(2).pool_toml("track_parameters = [\"work_mem\"]"),
     );
     let show = "SELECT pg_backend_pid(), current_setting('work_mem')";
     let get = |c: &mut RawConn| -> (String, String) {
@@ -438,7 +432,7 @@ async fn untracked_set_role_and_session_authorization_pin_and_never_leak() {
     // Clients log in as scram_user; backends run as postgres, so that SET
     // SESSION AUTHORIZATION and SET ROLE are allowed.
     let su = DbEntry::new("harbor_su", common::Backend::Unix).user("postgres", None);
-    let p = Pooler::start(pg, txn_opts(2).databases(vec![su]));
+    let p = Pooler::start(pg, PoolerOpts::transaction(2).databases(vec![su]));
     let ci = p.conninfo(
         Transport::Unix,
         SCRAM_USER.0,
@@ -1269,7 +1263,7 @@ fn parse_answered_before_sync_when_the_client_flushes() {
 async fn statements_survive_eviction_from_a_small_per_backend_cache() {
     let p = Pooler::start(
         PgCluster::shared(),
-        txn_opts(1).pool_toml("max_prepared_statements = 2"),
+        PoolerOpts::transaction(1).pool_toml("max_prepared_statements = 2"),
     );
     let ci = unix_ci(&p);
     let a = connect_ok(&ci).await;
@@ -1443,7 +1437,7 @@ fn statement_mode_refuses_transaction_blocks_and_runs_single_statements() {
         "DROP TABLE IF EXISTS state_stmt; CREATE TABLE state_stmt(x int); \
          GRANT ALL ON state_stmt TO scram_user",
     );
-    let p = Pooler::start(pg, txn_opts(1).mode("statement"));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1).mode("statement"));
     let refused = |c: &mut RawConn, what: &str| {
         let replies = c.read_until_close(WAIT);
         let err = replies
@@ -1509,7 +1503,10 @@ fn statement_mode_refuses_transaction_blocks_and_runs_single_statements() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn statement_mode_refuses_a_tokio_postgres_transaction() {
-    let p = Pooler::start(PgCluster::shared(), txn_opts(1).mode("statement"));
+    let p = Pooler::start(
+        PgCluster::shared(),
+        PoolerOpts::transaction(1).mode("statement"),
+    );
     let ci = unix_ci(&p);
     let mut a = connect_ok(&ci).await;
     let v: i32 = a.query_one("SELECT 5", &[]).await.unwrap().get(0);

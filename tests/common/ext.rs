@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::wire::{message, ErrorFields, RawConn, Reply};
+use super::wire::{data_row, message, ErrorFields, RawConn, Reply};
 
 fn cstr(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(s.as_bytes());
@@ -161,24 +161,4 @@ pub fn read_messages(conn: &mut RawConn, timeout: Duration, stop: impl Fn(u8) ->
             }
         }
     }
-}
-
-fn data_row(body: &[u8]) -> Vec<Option<String>> {
-    let n = u16::from_be_bytes([body[0], body[1]]) as usize;
-    let mut pos = 2;
-    let mut row = Vec::with_capacity(n);
-    for _ in 0..n {
-        let len = i32::from_be_bytes(body[pos..pos + 4].try_into().unwrap());
-        pos += 4;
-        if len < 0 {
-            row.push(None);
-        } else {
-            let len = len as usize;
-            row.push(Some(
-                String::from_utf8_lossy(&body[pos..pos + len]).into_owned(),
-            ));
-            pos += len;
-        }
-    }
-    row
 }

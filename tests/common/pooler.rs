@@ -207,6 +207,13 @@ impl PoolerOpts {
         self.mode = mode.into();
         self
     }
+    /// Transaction pooling over `pool_size` backends, the rest as `default()`.
+    pub fn transaction(pool_size: usize) -> Self {
+        PoolerOpts::default()
+            .mode("transaction")
+            .pool_size(pool_size)
+    }
+
     /// Adds lines to the `[pool]` table (e.g. `track_parameters = ["work_mem"]`).
     pub fn pool_toml(mut self, lines: &str) -> Self {
         if !self.pool_toml.is_empty() && !self.pool_toml.ends_with('\n') {

@@ -673,7 +673,8 @@ pub fn cstrings(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
-fn data_row(body: &[u8]) -> Vec<Option<String>> {
+/// The values of a DataRow body (NULL as None).
+pub fn data_row(body: &[u8]) -> Vec<Option<String>> {
     let n = u16::from_be_bytes([body[0], body[1]]) as usize;
     let mut pos = 2;
     let mut row = Vec::with_capacity(n);
