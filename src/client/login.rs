@@ -137,8 +137,8 @@ pub(super) async fn attach(
         pooler.lend_scram_keys(&pool, &user, secret, success);
     }
     let wanted = params::requested(&startup)?;
-    let pooled_per_transaction =
-        pooler.config().pool_mode_for(&database, &user) != PoolMode::Session;
+    let pool_mode = pooler.config().pool_mode_for(&database, &user);
+    let pooled_per_transaction = pool_mode != PoolMode::Session;
     // Session pooling opens backends with the client's application_name
     // (RESET then brings back the client's own value); transaction pooling
     // must not, or a RESET would bring back another client's.
@@ -221,6 +221,7 @@ pub(super) async fn attach(
         "client logged in"
     );
     Ok(Session {
+        pool_mode,
         lease,
         params: shown,
         extras,

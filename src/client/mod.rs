@@ -204,12 +204,9 @@ async fn run(
             return Err(e);
         }
     };
-    let mode = pooler
-        .config()
-        .pool_mode_for(&session.database, &session.user);
-    if mode == crate::config::PoolMode::Session {
+    if session.pool_mode == crate::config::PoolMode::Session {
         Box::pin(session.relay(stream, buf, pooler)).await
     } else {
-        Box::pin(txn::serve(session, stream, buf, pooler, mode)).await
+        Box::pin(txn::serve(session, stream, buf, pooler)).await
     }
 }

@@ -17,6 +17,8 @@ use crate::tls::Transport;
 
 /// A logged-in client holding its backend (session pooling).
 pub(super) struct Session {
+    /// The pool mode resolved at login (user > database > pool.mode).
+    pub(super) pool_mode: crate::config::PoolMode,
     /// The backend, when the login needed one (always in session pooling).
     pub(super) lease: Option<Lease>,
     /// The parameters the client was shown at login.

@@ -41,9 +41,9 @@ pub(super) async fn serve(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     pooler: &Arc<Pooler>,
-    pool_mode: PoolMode,
 ) -> Result<(), ClientError> {
     let Session {
+        pool_mode,
         mut lease,
         mut params,
         extras,

@@ -34,7 +34,12 @@ impl Up<'_, '_, '_, '_> {
         let mut rep: Vec<u8> = Vec::new();
         loop {
             let chunk = self.scan_chunk(buf, scan, &mut out, &mut rep);
-            let (pos, modified, stop) = match chunk {
+            let Chunk {
+                pos,
+                modified,
+                stop,
+                reply_due,
+            } = match chunk {
                 Ok(c) => c,
                 Err(v) => return RelayEnd::ClientViolation(v),
             };
@@ -69,7 +74,7 @@ impl Up<'_, '_, '_, '_> {
             self.flags
                 .client_mid
                 .store(!scan.at_boundary() || !buf.is_empty(), Ordering::Relaxed);
-            if self.reply_due() {
+            if reply_due {
                 // Nothing from the server will come first: down must send it.
                 self.flags.due.notify_one();
             }
@@ -89,11 +94,6 @@ impl Up<'_, '_, '_, '_> {
                 Err(_) => return RelayEnd::ClientGone,
             }
         }
-    }
-
-    /// True when a reply the pooler owes is at the head of the queue.
-    fn reply_due(&self) -> bool {
-        self.shared.lock().is_ok_and(|s| s.replies.synthetic_due())
     }
 
     /// Reads from the client; `None` if it then sits idle inside a
@@ -140,7 +140,7 @@ impl Up<'_, '_, '_, '_> {
         scan: &mut Scanner,
         out: &mut Vec<u8>,
         rep: &mut Vec<u8>,
-    ) -> Result<(usize, bool, Option<RelayEnd>), Violation> {
+    ) -> Result<Chunk, Violation> {
         let inspect = |t| matches!(t, b'Q' | b'P' | b'B' | b'D' | b'C' | b'X');
         let mut pos = 0;
         // Start of the bytes that pass unchanged and are not yet in `out`.
@@ -156,9 +156,10 @@ impl Up<'_, '_, '_, '_> {
                 Step::NeedMore => {
                     if let Some(total) = Scanner::peek_total(data, pos) {
                         if inspect(data[pos]) && total <= WHOLE_CAP {
+                            let reply_due = shared.replies.synthetic_due();
                             drop(shared);
                             buf.ensure_room_up_to(total, WHOLE_CAP)?;
-                            return Ok(finish(buf, out, run, pos, modified, stop));
+                            return Ok(finish(buf, out, (run, pos, modified), stop, reply_due));
                         }
                     }
                     break;
@@ -204,22 +205,39 @@ impl Up<'_, '_, '_, '_> {
             }
             pos = end;
         }
+        let reply_due = shared.replies.synthetic_due();
         drop(shared);
-        Ok(finish(buf, out, run, pos, modified, stop))
+        Ok(finish(buf, out, (run, pos, modified), stop, reply_due))
     }
+}
+
+/// What one pass over the buffered client bytes found.
+struct Chunk {
+    /// How far the bytes were walked.
+    pos: usize,
+    /// The bytes to send were copied into `out` (else they are `buf[..pos]`).
+    modified: bool,
+    /// Why the relay must stop, if it must.
+    stop: Option<RelayEnd>,
+    /// A reply the pooler owes is at the head of the queue.
+    reply_due: bool,
 }
 
 /// Completes `out` with the last unchanged run when the chunk was modified.
 fn finish(
     buf: &FrameBuf,
     out: &mut Vec<u8>,
-    run: usize,
-    pos: usize,
-    modified: bool,
+    (run, pos, modified): (usize, usize, bool),
     stop: Option<RelayEnd>,
-) -> (usize, bool, Option<RelayEnd>) {
+    reply_due: bool,
+) -> Chunk {
     if modified && run < pos {
         out.extend_from_slice(&buf.readable()[run..pos]);
     }
-    (pos, modified, stop)
+    Chunk {
+        pos,
+        modified,
+        stop,
+        reply_due,
+    }
 }
