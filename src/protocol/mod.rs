@@ -12,6 +12,7 @@ pub mod frontend;
 pub mod scan;
 pub mod server;
 pub mod sql;
+pub mod tags;
 
 pub use codec::{Frame, FrameBuf};
 pub use server::{PgError, Severity};
