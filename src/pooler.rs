@@ -232,6 +232,7 @@ impl Pooler {
                         wait_timeout: p.query_wait_timeout,
                         connect_timeout,
                         reset_query: p.server_reset_query.clone(),
+                        drain_timeout: p.server_drain_timeout,
                         idle_timeout: p.server_idle_timeout,
                         lifetime: p.server_lifetime,
                         check_delay: p.server_check_delay,

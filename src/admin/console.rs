@@ -67,7 +67,7 @@ pub async fn run(
     }
     // A registered key whose slot stays empty: cancel requests for it are
     // dropped, and no client's real key can collide with it.
-    let cancel_key = pooler.cancels.issue();
+    let cancel_key = pooler.cancels.issue(None);
     let mut out = reply;
     server::auth_ok(&mut out);
     let version = format!("15.0 ({})", show::version_string());

@@ -190,6 +190,12 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         false,
     );
     add(
+        "pool.server_drain_timeout",
+        dur(p.server_drain_timeout),
+        "30s",
+        false,
+    );
+    add(
         "pool.idle_transaction_timeout",
         dur(p.idle_transaction_timeout),
         "0s",

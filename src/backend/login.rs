@@ -9,7 +9,9 @@ use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::session::{parse_error_fields, TxStatus};
-use super::{Backend, BackendError, BackendTarget, CancelTarget, Credentials, MAX_INSPECTED};
+use super::{
+    BackendError, BackendTarget, CancelGate, CancelTarget, Credentials, Link, MAX_INSPECTED,
+};
 use crate::auth::{
     md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramCredential,
     ScramKeys, ServerFirst,
@@ -20,7 +22,7 @@ use crate::stream::{read_tagged, Stream};
 use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
 
-impl Backend {
+impl Link {
     /// Opens and authenticates a backend; `extra_params` go into the startup packet.
     pub async fn connect(
         target: Arc<BackendTarget>,
@@ -28,7 +30,7 @@ impl Backend {
         creds: &Credentials,
         extra_params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
-    ) -> Result<Backend, BackendError> {
+    ) -> Result<Link, BackendError> {
         let started = Instant::now();
         let stream = target
             .open()
@@ -42,8 +44,9 @@ impl Backend {
             target: target.clone(),
             pid: 0,
             secret: 0,
+            gate: Arc::new(CancelGate::default()),
         };
-        let mut be = Backend::new(stream, cancel);
+        let mut be = Link::new(stream, cancel);
         be.timings.connect = connected - started;
         negotiate_tls(&mut be.stream, &target, tls).await?;
         let connected = Instant::now();
@@ -120,7 +123,7 @@ async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {
 
 /// Reads one whole server message; returns its tag and a copy of the body
 /// (login-time only, so the copy does not matter).
-async fn next(be: &mut Backend) -> Result<(u8, Vec<u8>), BackendError> {
+async fn next(be: &mut Link) -> Result<(u8, Vec<u8>), BackendError> {
     let f = read_tagged(&mut be.stream, &mut be.buf, MAX_INSPECTED).await?;
     let body = be.buf.body(&f).to_vec();
     be.buf.consume(f.total);
@@ -136,7 +139,7 @@ fn unexpected(tag: u8, phase: &str) -> BackendError {
 
 /// Answers whatever authentication request the server makes.
 async fn authenticate(
-    be: &mut Backend,
+    be: &mut Link,
     user: &str,
     creds: &Credentials,
     cache: &Arc<SaltedPasswordCache>,
@@ -266,12 +269,12 @@ async fn scram_keys(
 }
 
 /// Collects ParameterStatus and BackendKeyData up to the first ReadyForQuery.
-async fn read_until_ready(be: &mut Backend) -> Result<(), BackendError> {
+async fn read_until_ready(be: &mut Link) -> Result<(), BackendError> {
     loop {
         let (tag, body) = next(be).await?;
         match tag {
             b'S' => {
-                if !be.params.apply_status(&body) {
+                if !be.ledger.params_mut().apply_status(&body) {
                     return Err(unexpected(tag, "startup"));
                 }
             }
@@ -280,7 +283,8 @@ async fn read_until_ready(be: &mut Backend) -> Result<(), BackendError> {
                 be.cancel.secret = be_u32(&body[4..]) as i32;
             }
             b'Z' if body.len() == 1 => {
-                be.tx = TxStatus::from_byte(body[0]).ok_or_else(|| unexpected(tag, "startup"))?;
+                let tx = TxStatus::from_byte(body[0]).ok_or_else(|| unexpected(tag, "startup"))?;
+                be.ledger.set_tx(tx);
                 return Ok(());
             }
             b'N' | b'v' => {}

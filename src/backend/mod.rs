@@ -2,7 +2,10 @@
 //! pooler must know about it (its ParameterStatus set, its cancel key, its
 //! transaction status) while it is handed from client to client.
 
+mod handoff;
+mod ledger;
 mod login;
+pub mod owed;
 pub mod prepared;
 mod session;
 
@@ -24,7 +27,9 @@ use crate::stats::{BackendConnect, Class};
 use crate::stream::{ReadError, Stream};
 use crate::tls::Transport;
 
-pub use session::{read_replies, TxStatus};
+pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
+pub use ledger::{Ledger, TxStatus};
+pub use session::parse_error_fields;
 
 /// Initial server-to-client relay buffer of each backend; it grows to
 /// [`MAX_INSPECTED`] while data streams. Large reads keep
@@ -172,6 +177,8 @@ pub struct CancelTarget {
     pub pid: i32,
     /// Its real secret key.
     pub secret: i32,
+    /// Cancels on their way to this backend (see [`CancelGate`]).
+    pub gate: Arc<CancelGate>,
 }
 
 /// Time spent establishing one backend, for the overhead report.
@@ -189,70 +196,143 @@ pub struct BackendTimings {
 
 static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
 
-/// An authenticated connection to PostgreSQL.
-pub struct Backend {
-    /// Pooler-wide id for logs and SHOW SERVERS.
-    pub id: u64,
-    /// How the backend is reached (socket, loopback or remote TCP).
-    pub transport: Transport,
-    /// The socket.
-    pub stream: Stream,
-    /// Server-to-client buffer; belongs to the backend so it is reused across clients.
-    pub buf: FrameBuf,
-    /// Message boundary tracking for what the server sends.
-    pub scanner: Scanner,
-    /// Current ParameterStatus values.
-    pub params: ParamSet,
-    /// Real cancel key.
-    pub cancel: CancelTarget,
-    /// Transaction status from the last ReadyForQuery.
-    pub tx: TxStatus,
-    /// When it was opened.
-    pub opened_at: Instant,
-    /// Establishment cost.
-    pub timings: BackendTimings,
-    /// Client sessions served so far.
-    pub clients_served: u64,
-    /// Statements the pooler sent itself whose replies are still unread.
-    pub pending_replies: usize,
-    /// Statements the pooler queued but has not written yet.
-    pub queued: BytesMut,
+/// The one owner of one authenticated connection to PostgreSQL: its socket
+/// and read buffer, and its [`Ledger`] (what it owes, its transaction
+/// status, prepared statements and parameters). Every pool mode relays
+/// through it, and [`Link::hand_off`] alone decides what becomes of it when
+/// a client is done with it.
+pub struct Link {
+    id: u64,
+    transport: Transport,
+    stream: Stream,
+    /// Server-to-client buffer; belongs to the link so it is reused across clients.
+    buf: FrameBuf,
+    /// Message boundaries of what the server sends.
+    scanner: Scanner,
+    cancel: CancelTarget,
+    opened_at: Instant,
+    timings: BackendTimings,
+    clients_served: u64,
+    /// Statements the pooler queued to go out ahead of the next client bytes.
+    queued: BytesMut,
     /// The startup packet carried a client's application_name (a pool hint),
     /// so a client that sends none must be given `''` explicitly.
-    pub hinted_app_name: bool,
-    /// The pooler's named statements prepared here (transaction pooling).
-    pub prepared: prepared::PreparedCache,
-    /// Parameters the server does not report that the pooler SET here for a
-    /// client (transaction pooling), so the next client's can be SET or RESET.
-    pub extras: ParamSet,
+    hinted_app_name: bool,
+    ledger: Ledger,
 }
 
-impl Backend {
-    fn new(stream: Stream, cancel: CancelTarget) -> Backend {
+/// The parts of a link the relay drives, borrowed at once.
+pub struct RelayParts<'a> {
+    /// The socket.
+    pub stream: &'a mut Stream,
+    /// What the server sent and the relay has not forwarded yet.
+    pub buf: &'a mut FrameBuf,
+    /// Where the server's messages start.
+    pub scanner: &'a mut Scanner,
+    /// Statements the pooler queued ahead of the client's next bytes.
+    pub queued: &'a mut BytesMut,
+    /// The protocol state.
+    pub ledger: &'a mut Ledger,
+}
+
+impl Link {
+    fn new(stream: Stream, cancel: CancelTarget) -> Link {
         let transport = match &stream {
             Stream::Tcp(s) => s
                 .peer_addr()
                 .map_or(cancel.target.transport(), |a| Transport::for_tcp_peer(&a)),
             _ => cancel.target.transport(),
         };
-        Backend {
+        Link {
             id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
             transport,
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
             scanner: Scanner::new(),
-            params: ParamSet::default(),
             cancel,
-            tx: TxStatus::Idle,
             opened_at: Instant::now(),
             timings: BackendTimings::default(),
             clients_served: 0,
-            pending_replies: 0,
             queued: BytesMut::new(),
             hinted_app_name: false,
-            prepared: prepared::PreparedCache::new(200),
-            extras: ParamSet::default(),
+            ledger: Ledger::new(200),
         }
+    }
+
+    /// Pooler-wide id for logs and SHOW SERVERS.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How the backend is reached (socket, loopback or remote TCP).
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// True when the connection is under TLS.
+    pub fn is_tls(&self) -> bool {
+        self.stream.is_tls()
+    }
+
+    /// The real cancel key and address.
+    pub fn cancel(&self) -> &CancelTarget {
+        &self.cancel
+    }
+
+    /// When it was opened.
+    pub fn opened_at(&self) -> Instant {
+        self.opened_at
+    }
+
+    /// Client sessions served so far.
+    pub fn clients_served(&self) -> u64 {
+        self.clients_served
+    }
+
+    /// Counts one more client.
+    pub fn served_one_more(&mut self) {
+        self.clients_served += 1;
+    }
+
+    /// The startup packet carried a client's application_name.
+    pub fn hinted_app_name(&self) -> bool {
+        self.hinted_app_name
+    }
+
+    /// Records that the startup packet carried a client's application_name.
+    pub fn set_hinted_app_name(&mut self, hinted: bool) {
+        self.hinted_app_name = hinted;
+    }
+
+    /// The protocol state.
+    pub fn ledger(&mut self) -> &mut Ledger {
+        &mut self.ledger
+    }
+
+    /// The protocol state, read-only.
+    pub fn ledger_ref(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    /// Everything the relay drives, borrowed at once.
+    pub fn relay_parts(&mut self) -> RelayParts<'_> {
+        RelayParts {
+            stream: &mut self.stream,
+            buf: &mut self.buf,
+            scanner: &mut self.scanner,
+            queued: &mut self.queued,
+            ledger: &mut self.ledger,
+        }
+    }
+
+    /// The socket, for the pool's idle checks.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// True when server bytes were read and not yet accounted for.
+    pub fn has_unread(&self) -> bool {
+        !self.buf.is_empty() || !self.scanner.at_boundary()
     }
 
     /// The overhead-report class of this backend.
@@ -277,7 +357,7 @@ impl Backend {
 
     /// Value of a reported parameter.
     pub fn param(&self, name: &str) -> Option<&str> {
-        self.params.get(name)
+        self.ledger.params().get(name)
     }
 }
 
@@ -342,20 +422,39 @@ impl ParamSet {
     }
 }
 
-/// Sends a CancelRequest for `cancel` over a fresh connection, as PostgreSQL expects.
+/// How long a forwarded cancel may take to be confirmed (PostgreSQL closes
+/// the cancel connection once it has signalled the backend); a backend
+/// whose cancel is not confirmed by then is closed, never handed on.
+pub const CANCEL_CONFIRM_LIMIT: Duration = Duration::from_secs(5);
+
+/// Sends a CancelRequest for `cancel` over a fresh connection, as PostgreSQL
+/// expects, and waits until PostgreSQL closes that connection: by then it
+/// has signalled the backend, so the cancel cannot land on a later query.
+/// Ok only when that close was seen.
 pub async fn send_cancel(cancel: &CancelTarget) -> std::io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let mut stream = cancel.target.open().await?;
-    let mut buf = bytes::BytesMut::with_capacity(16);
-    postgres_protocol::message::frontend::cancel_request(cancel.pid, cancel.secret, &mut buf);
-    stream.write_all(&buf).await?;
-    stream.flush().await?;
-    // PostgreSQL closes the connection when done; wait briefly so the request is not cut off.
-    let mut sink = [0u8; 1];
-    let _ = tokio::time::timeout(
-        Duration::from_secs(5),
-        tokio::io::AsyncReadExt::read(&mut stream, &mut sink),
-    )
-    .await;
-    Ok(())
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let send = async {
+        let mut stream = cancel.target.open().await?;
+        let mut buf = bytes::BytesMut::with_capacity(16);
+        postgres_protocol::message::frontend::cancel_request(cancel.pid, cancel.secret, &mut buf);
+        stream.write_all(&buf).await?;
+        stream.flush().await?;
+        let mut sink = [0u8; 64];
+        loop {
+            match stream.read(&mut sink).await {
+                Ok(0) => return Ok(()),
+                Ok(_) => continue,
+                // A reset after the request went out is the server closing too.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    match tokio::time::timeout(CANCEL_CONFIRM_LIMIT, send).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "the server did not close the cancel connection in time",
+        )),
+    }
 }

@@ -1,12 +1,17 @@
-//! Work the pooler itself does on a backend between clients: running the
-//! reset query and applying a client's session parameters.
+//! Work the pooler itself does on a link between clients: its own
+//! statements, draining what a departed client's statements still owe,
+//! the reset, and carrying out the hand-off decision.
 
-use tokio::io::{AsyncRead, AsyncWriteExt};
+use std::time::Duration;
 
-use super::{Backend, BackendError, ParamSet, ServerError, MAX_INSPECTED};
+use tokio::io::AsyncWriteExt;
+
+use super::owed::{Expect, Reply};
+use super::{BackendError, Departure, HandOff, Link, ServerError, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
-use crate::protocol::FrameBuf;
-use crate::stream::read_tagged;
+use crate::protocol::scan::Step;
+use crate::protocol::tags::be;
+use crate::stream::fill;
 
 /// Transaction status from ReadyForQuery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,59 +72,26 @@ pub fn parse_error_fields(mut body: &[u8]) -> ServerError {
     e
 }
 
-/// Reads the replies to `count` queries the pooler sent itself, up to each
-/// one's ReadyForQuery, keeping `params` and `tx` current. `count` goes down
-/// as each reply completes, so a caller that is cancelled midway still knows
-/// how many are left. Returns the first error the server reported, if any;
-/// the replies never reach a client.
-pub async fn read_replies<R: AsyncRead + Unpin>(
-    reader: &mut R,
-    buf: &mut FrameBuf,
-    params: &mut ParamSet,
-    tx: &mut TxStatus,
-    count: &mut usize,
-) -> Result<Option<ServerError>, BackendError> {
-    let mut first_error = None;
-    while *count > 0 {
-        let f = read_tagged(reader, buf, MAX_INSPECTED).await?;
-        let body = buf.body(&f);
-        match f.tag {
-            b'Z' if body.len() == 1 => {
-                *tx = TxStatus::from_byte(body[0])
-                    .ok_or_else(|| BackendError::Protocol("invalid ReadyForQuery status".into()))?;
-                *count -= 1;
-            }
-            b'S' => {
-                params.apply_status(body);
-            }
-            b'E' => {
-                if first_error.is_none() {
-                    first_error = Some(parse_error_fields(body));
-                }
-            }
-            // Row data, command tags, notices: the pooler's own queries have no reader.
-            b'T' | b'D' | b'C' | b'I' | b'N' | b'A' => {}
-            // COPY started by a reset query would leave the backend in a state
-            // we cannot drive; any other message is a protocol doubt.
-            other => {
-                buf.consume(f.total);
-                return Err(BackendError::Protocol(format!(
-                    "unexpected message type \"{}\" while running a pooler query",
-                    other.escape_ascii()
-                )));
-            }
+impl Link {
+    /// Queues simple-protocol statements to go out in front of the next
+    /// bytes written to the server (the relay sends them with the client's
+    /// first message, in one write); their replies are accounted as the
+    /// pooler's and never reach a client.
+    pub fn queue_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        let mut fixes = Vec::new();
+        for q in queries {
+            postgres_protocol::message::frontend::query(q, &mut self.queued)
+                .map_err(|e| BackendError::Protocol(e.to_string()))?;
+            self.ledger.push(Expect::Injected(Reply::Query), &mut fixes);
         }
-        buf.consume(f.total);
+        Ok(())
     }
-    Ok(first_error)
-}
 
-impl Backend {
-    /// Sends simple-protocol statements as separate Query messages in one
-    /// write, without waiting; their replies are read by [`Backend::run_queries`]
-    /// or at the start of the relay, never by a client.
-    pub async fn send_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
-        self.queue_queries(queries)?;
+    /// Writes whatever the pooler queued.
+    async fn write_queued(&mut self) -> Result<(), BackendError> {
+        if self.queued.is_empty() {
+            return Ok(());
+        }
         let out = std::mem::take(&mut self.queued);
         self.stream
             .write_all(&out)
@@ -127,52 +99,85 @@ impl Backend {
             .map_err(BackendError::Write)
     }
 
-    /// Queues statements to go out in front of the next bytes written to the
-    /// server (the relay sends them with the client's first message, in one
-    /// write); their replies are read by the relay or [`Backend::run_queries`].
-    pub fn queue_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
-        if self.pending_replies == 0 && (!self.scanner.at_boundary() || !self.buf.is_empty()) {
-            return Err(BackendError::Protocol(
-                "backend has unread data from a previous client".into(),
-            ));
-        }
-        for q in queries {
-            postgres_protocol::message::frontend::query(q, &mut self.queued)
-                .map_err(|e| BackendError::Protocol(e.to_string()))?;
-        }
-        self.pending_replies += queries.len();
-        Ok(())
-    }
-
-    /// Runs statements and waits for every reply (and any still pending); the
-    /// first error fails the call (the backend is then suspect).
+    /// Runs statements and waits for every reply still owed; an error the
+    /// server raised for them fails the call (the backend is then suspect).
     pub async fn run_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
-        self.send_queries(queries).await?;
-        self.drain_replies().await
-    }
-
-    /// Reads the replies to every statement the pooler sent and not yet read.
-    pub async fn drain_replies(&mut self) -> Result<(), BackendError> {
-        let error = read_replies(
-            &mut self.stream,
-            &mut self.buf,
-            &mut self.params,
-            &mut self.tx,
-            &mut self.pending_replies,
-        )
-        .await?;
-        match error {
-            Some(e) => Err(BackendError::Server(e)),
+        self.queue_queries(queries)?;
+        self.write_queued().await?;
+        self.drain().await?;
+        match self.ledger.take_pooler_error() {
+            Some(body) => Err(BackendError::Server(parse_error_fields(&body))),
             None => Ok(()),
         }
     }
 
-    /// Makes the backend fit for the next client: rolls back an open or failed
-    /// transaction, then runs the reset query. Any error means the caller must
-    /// close the backend instead of pooling it.
+    /// Reads until nothing is owed, dropping every reply: the client they
+    /// were for is gone, or they answer the pooler's own statements. A COPY
+    /// FROM STDIN that starts meanwhile cannot be fed, so it ends the drain
+    /// with an error.
+    pub async fn drain(&mut self) -> Result<(), BackendError> {
+        self.write_queued().await?;
+        let mut fixes = Vec::new();
+        let mut sink = Vec::new();
+        let inspect = |t| {
+            matches!(
+                t,
+                be::READY_FOR_QUERY | be::PARAMETER_STATUS | be::ERROR_RESPONSE
+            )
+        };
+        while !self.ledger.owed().is_empty() || self.has_unread() {
+            let mut pos = 0;
+            loop {
+                self.ledger.take_due(&mut sink, &mut fixes);
+                sink.clear();
+                let data = self.buf.readable();
+                let step = self
+                    .scanner
+                    .step_capped(data, pos, inspect, MAX_INSPECTED)
+                    .map_err(|v| BackendError::Protocol(v.to_string()))?;
+                let (tag, body, end) = match step {
+                    Step::NeedMore => break,
+                    Step::Continuation { end } => {
+                        pos = end;
+                        continue;
+                    }
+                    Step::Whole { tag, start, end } => (tag, Some(&data[start + 5..end]), end),
+                    Step::Header { tag, end, .. } => (tag, None, end),
+                };
+                let d = self.ledger.on_message(tag, body, &mut fixes);
+                fixes.clear();
+                d.map_err(BackendError::Protocol)?;
+                if tag == be::COPY_IN_RESPONSE {
+                    self.ledger
+                        .break_with("a COPY FROM STDIN started after its client left");
+                    return Err(BackendError::Protocol(
+                        "a COPY FROM STDIN started after its client left".into(),
+                    ));
+                }
+                pos = end;
+            }
+            self.buf.consume(pos);
+            if self.ledger.owed().is_empty() && !self.has_unread() {
+                break;
+            }
+            fill(&mut self.stream, &mut self.buf).await?;
+        }
+        Ok(())
+    }
+
+    /// Says Terminate, as libpq does, so the server logs a clean
+    /// disconnection.
+    pub async fn terminate(&mut self) -> std::io::Result<()> {
+        const TERMINATE: [u8; 5] = [crate::protocol::tags::fe::TERMINATE, 0, 0, 0, 4];
+        self.stream.write_all(&TERMINATE).await?;
+        self.stream.flush().await
+    }
+
+    /// Makes the backend fit for the next client: rolls back an open or
+    /// failed transaction, then runs the reset query.
     pub async fn reset(&mut self, reset_query: &str) -> Result<(), BackendError> {
         let mut queries: Vec<&str> = Vec::with_capacity(2);
-        if self.tx != TxStatus::Idle {
+        if self.ledger.tx() != TxStatus::Idle {
             queries.push("ROLLBACK");
         }
         if !reset_query.is_empty() {
@@ -182,19 +187,55 @@ impl Backend {
             self.run_queries(&queries).await?;
         }
         if !reset_query.is_empty() {
-            // Whatever the pooler SET for a client is gone or is the
-            // server's default again.
-            self.extras = ParamSet::default();
-            if crate::protocol::sql::classify(reset_query.as_bytes(), &|_| true).drops_prepared {
-                self.prepared.clear();
-            }
+            self.ledger.after_reset(reset_query);
         }
-        if self.tx != TxStatus::Idle {
+        if self.ledger.tx() != TxStatus::Idle {
             return Err(BackendError::Protocol(
                 "backend still in a transaction after reset".into(),
             ));
         }
         Ok(())
+    }
+
+    /// Carries out [`Link::hand_off`] until the link is fit for reuse: Ok
+    /// means put it back in the pool, Err why it must be closed. Draining is
+    /// bounded by `drain_timeout` (`pool.server_drain_timeout`).
+    pub async fn settle(
+        &mut self,
+        how: Departure,
+        drain_timeout: Duration,
+        reset_query: &str,
+    ) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + drain_timeout;
+        let mut how = how;
+        loop {
+            match self.hand_off(how) {
+                HandOff::Reuse => return Ok(()),
+                HandOff::Close(why) => return Err(why),
+                HandOff::Drain => {
+                    let gate = self.cancel.gate.clone();
+                    if !gate.settled(super::CANCEL_CONFIRM_LIMIT).await {
+                        return Err("a cancel request to it was not confirmed delivered".into());
+                    }
+                    match tokio::time::timeout_at(deadline, self.drain()).await {
+                        Err(_) => {
+                            return Err(format!(
+                                "server still busy after server_drain_timeout ({drain_timeout:?})"
+                            ))
+                        }
+                        Ok(Err(e)) => return Err(e.to_string()),
+                        Ok(Ok(())) => {}
+                    }
+                }
+                HandOff::Reset => {
+                    if let Err(e) = self.reset(reset_query).await {
+                        return Err(format!("reset failed: {e}"));
+                    }
+                    // Reset: clean for anyone.
+                    how = Departure::SessionOver { keeps_state: false };
+                }
+            }
+        }
     }
 }
 

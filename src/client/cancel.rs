@@ -1,27 +1,22 @@
 //! The cancel keys pgharbor shows its clients, and where each one points.
 //!
-//! A client never sees a backend's real key: it gets one of ours, and the
-//! slot behind it holds the real key only while that client has the backend,
-//! so a late cancel cannot hit the backend's next client.
+//! A client never sees a backend's real secret: it gets one of ours (with
+//! the real process id in session pooling), and the slot behind it holds
+//! the real key only while that client has the backend. A cancel already
+//! on its way when the client lets go holds the backend back from the next
+//! client until PostgreSQL confirms it (see `backend::CancelGate`).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio::sync::Notify;
 
 use rand::Rng;
 
-use crate::backend::CancelTarget;
+use crate::backend::{CancelInFlight, CancelTarget};
 
 /// Where one client's cancel key currently points.
 #[derive(Default)]
 pub struct CancelSlot {
     target: Mutex<Option<CancelTarget>>,
-    /// Cancels taken from this slot and not yet delivered.
-    in_flight: AtomicUsize,
-    delivered: Notify,
 }
 
 impl CancelSlot {
@@ -37,46 +32,15 @@ impl CancelSlot {
         self.target.lock().ok().and_then(|g| g.clone())
     }
 
-    /// Takes the target for a cancel to forward; the backend is not given to
-    /// another client until the returned guard is dropped (see
-    /// [`CancelSlot::wait_delivered`]).
-    fn take_for_cancel(self: &Arc<Self>) -> Option<(CancelTarget, InFlight)> {
+    /// Takes the target for a cancel to forward. The backend's gate counts
+    /// it under the slot's lock, so a hand-off that follows `set(None)`
+    /// sees it and keeps the backend from other clients until the guard is
+    /// confirmed or dropped.
+    fn take_for_cancel(&self) -> Option<(CancelTarget, CancelInFlight)> {
         let g = self.target.lock().ok()?;
         let target = g.clone()?;
-        // Counted under the lock, so a `set(None)` that follows sees it.
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        Some((target, InFlight(self.clone())))
-    }
-
-    /// Waits (at most `limit`) for cancels already on their way to the
-    /// backend, so that one sent for this client's query cannot hit the
-    /// next client's. Call after `set(None)`.
-    pub async fn wait_delivered(&self, limit: Duration) {
-        let wait = async {
-            loop {
-                let notified = self.delivered.notified();
-                if self.in_flight.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                notified.await;
-            }
-        };
-        let _ = tokio::time::timeout(limit, wait).await;
-    }
-
-    /// True when no cancel is on its way (the common case: no wait needed).
-    pub fn idle(&self) -> bool {
-        self.in_flight.load(Ordering::Acquire) == 0
-    }
-}
-
-/// A cancel on its way to a backend.
-pub struct InFlight(Arc<CancelSlot>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
-        self.0.delivered.notify_waiters();
+        let in_flight = target.gate.enter();
+        Some((target, in_flight))
     }
 }
 
@@ -98,8 +62,11 @@ pub struct CancelKey {
 }
 
 impl CancelRegistry {
-    /// Issues a fresh random key.
-    pub fn issue(self: &Arc<Self>) -> CancelKey {
+    /// Issues a fresh key: `pid` is the real backend's process id in
+    /// session pooling (so pg_backend_pid(), pg_terminate_backend and
+    /// NOTIFY sender pids agree with what the driver was told), else a
+    /// random one; the secret is always the pooler's own.
+    pub fn issue(self: &Arc<Self>, pid: Option<i32>) -> CancelKey {
         let slot = Arc::new(CancelSlot::default());
         let mut rng = rand::thread_rng();
         let mut keys = match self.keys.lock() {
@@ -108,7 +75,7 @@ impl CancelRegistry {
         };
         loop {
             // Positive pids, like real ones, so tools that print them are not confused.
-            let pid = rng.gen_range(1..i32::MAX);
+            let pid = pid.unwrap_or_else(|| rng.gen_range(1..i32::MAX));
             let secret: i32 = rng.gen();
             if let std::collections::hash_map::Entry::Vacant(e) = keys.entry((pid, secret)) {
                 e.insert(slot.clone());
@@ -125,7 +92,7 @@ impl CancelRegistry {
     /// The backend to cancel for a key a client presented, if the key is
     /// live and its client holds a backend; keep the guard until the cancel
     /// is delivered.
-    pub fn lookup(&self, pid: i32, secret: i32) -> Option<(CancelTarget, InFlight)> {
+    pub fn lookup(&self, pid: i32, secret: i32) -> Option<(CancelTarget, CancelInFlight)> {
         let slot = {
             let keys = self.keys.lock().ok()?;
             keys.get(&(pid, secret))?.clone()

@@ -155,7 +155,7 @@ pub(super) async fn attach(
         None => match acquire(&pool, ctx.id, &wanted, hint, timings).await {
             Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
-                let shown = Arc::new(lease.backend().params.clone());
+                let shown = Arc::new(lease.backend().ledger_ref().params().clone());
                 (Some(lease), shown)
             }
             // Session pooling shows the backend's own set (below) and keeps
@@ -176,7 +176,7 @@ pub(super) async fn attach(
     } else {
         Vec::new()
     };
-    let backend_id = lease.as_mut().map(|l| l.backend().id);
+    let backend_id = lease.as_mut().map(|l| l.backend().id());
     entry.set(
         if backend_id.is_some() {
             ClientState::Active
@@ -185,15 +185,21 @@ pub(super) async fn attach(
         },
         backend_id,
     );
-    let cancel_key = pooler.cancels.issue();
+    // Session pooling shows the real backend's process id: the client keeps
+    // that backend, and drivers compare it with pg_backend_pid().
+    let real_pid = match (&mut lease, pooled_per_transaction) {
+        (Some(l), false) => Some(l.backend().cancel().pid),
+        _ => None,
+    };
+    let cancel_key = pooler.cancels.issue(real_pid);
     if let Some(l) = lease.as_mut() {
-        cancel_key.slot.set(Some(l.backend().cancel.clone()));
+        cancel_key.slot.set(Some(l.backend().cancel().clone()));
         for (name, value) in &extras {
-            l.backend().extras.set(name, value);
+            l.backend().ledger().extras().set(name, value);
         }
     }
     let shown_set = match (&mut lease, pooled_per_transaction) {
-        (Some(l), false) => &l.backend().params,
+        (Some(l), false) => l.backend().ledger_ref().params(),
         _ => &*shown,
     };
     for (name, value) in shown_set.iter() {
@@ -205,7 +211,7 @@ pub(super) async fn attach(
     timings.total = ctx.accepted_at.elapsed();
     let reused = lease
         .as_mut()
-        .is_none_or(|l| l.backend().clients_served > 1);
+        .is_none_or(|l| l.backend().clients_served() > 1);
     pooler.stats.client_login(
         Class::client(ctx.transport, stream.is_tls()),
         &timings.report(),
@@ -231,6 +237,7 @@ pub(super) async fn attach(
         user,
         database,
         transport: ctx.transport,
+        client_id: ctx.id,
     })
 }
 
@@ -281,10 +288,12 @@ fn identify(startup: &StartupMessage) -> Result<(String, String), ClientError> {
 /// Forwards a cancel for a live key; unknown keys are dropped silently, as PostgreSQL does.
 async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
     match pooler.cancels.lookup(pid, secret) {
-        Some((target, _in_flight)) => {
+        Some((target, in_flight)) => {
             tracing::info!(backend_pid = target.pid, "forwarding cancel request");
-            if let Err(e) = send_cancel(&target).await {
-                tracing::warn!(error = %e, "cancel request could not reach the server");
+            match send_cancel(&target).await {
+                Ok(()) => in_flight.confirm(),
+                // Unconfirmed: the backend is closed rather than handed on.
+                Err(e) => tracing::warn!(error = %e, "cancel request not confirmed by the server"),
             }
         }
         None => tracing::debug!("cancel request with an unknown key ignored"),

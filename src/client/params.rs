@@ -6,7 +6,7 @@ use std::sync::Arc;
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
 use super::error::ClientError;
-use crate::backend::{Backend, ParamSet};
+use crate::backend::{Link, ParamSet};
 use crate::pool::Pool;
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::{PgError, Violation};
@@ -96,11 +96,11 @@ fn predictable(name: &str, value: &str) -> bool {
 /// A SET whose outcome is certain is only sent (its reply is read at the start
 /// of the relay); the others are waited for, so that a refused value fails
 /// the login as it would on PostgreSQL and the client sees canonical values.
-pub async fn apply(backend: &mut Backend, wanted: &[(String, String)]) -> Result<(), ClientError> {
+pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<(), ClientError> {
     let mut wanted = wanted.to_vec();
     // A backend opened with another client's application_name keeps it
     // across resets; a client that sent none sees '' as on a direct login.
-    if backend.hinted_app_name && !wanted.iter().any(|(k, _)| k == "application_name") {
+    if backend.hinted_app_name() && !wanted.iter().any(|(k, _)| k == "application_name") {
         wanted.push(("application_name".into(), String::new()));
     }
     let mut sync_sql = String::new();
@@ -131,7 +131,7 @@ pub async fn apply(backend: &mut Backend, wanted: &[(String, String)]) -> Result
     if !pipelined_sql.is_empty() {
         backend.queue_queries(&[&pipelined_sql])?;
         for (name, value) in wanted.iter().filter(|(n, v)| predictable(n, v)) {
-            backend.params.set(name, value);
+            backend.ledger().params_mut().set(name, value);
         }
     }
     if sync_sql.is_empty() {
@@ -191,10 +191,10 @@ fn shown_name(shown: &ParamSet, name: &str) -> String {
 }
 
 /// Remembers what the server made of each requested value.
-pub fn learn(pool: &Pool, wanted: &[(String, String)], backend: &Backend) {
+pub fn learn(pool: &Pool, wanted: &[(String, String)], backend: &Link) {
     let cache = pool.param_cache();
     for (name, value) in wanted {
-        let reported = backend.params.get_ci(name).unwrap_or(value);
+        let reported = backend.ledger_ref().params().get_ci(name).unwrap_or(value);
         cache.learn(name, value, reported);
     }
 }

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{cancel, registry, relay, ClientError, ClientState, Meter, RelayEnd};
-use crate::backend::send_cancel;
+use super::relay::{self, Mode, TxnEnd};
+use super::{cancel, registry, ClientError, ClientState, Meter, RelayEnd};
+use crate::backend::Departure;
 use crate::pool::Lease;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
@@ -32,6 +33,8 @@ pub(super) struct Session {
     pub(super) user: String,
     pub(super) database: String,
     pub(super) transport: Transport,
+    /// The connection id (whose statements a backend holds).
+    pub(super) client_id: u64,
 }
 
 impl Session {
@@ -64,15 +67,35 @@ impl Session {
         let killed = lease.pool().kill_token();
         let client_class = Class::client(self.transport, stream.is_tls());
         let mut meter = Meter::new(&pooler.stats, client_class, lease.backend().class());
-        let (end, idle) = {
+        let mode = Mode {
+            release_at_idle: false,
+            statement: false,
+            idle_tx_timeout: None,
+            rewriter: None,
+            client_params: None,
+            client_id: self.client_id,
+        };
+        let end = {
             let (mut cr, mut cw) = stream.split();
             let backend = lease.backend();
-            let relay = relay::relay((&mut cr, &mut cw), buf, &mut scan, backend, &mut meter);
+            let relay = relay::relay(
+                (&mut cr, &mut cw),
+                buf,
+                &mut scan,
+                backend,
+                &mut meter,
+                mode,
+            );
             tokio::select! {
-                r = relay => r,
-                _ = shutdown.cancelled() => (RelayEnd::BackendGone("shutdown".into()), false),
-                _ = killed.cancelled() => (RelayEnd::BackendGone("killed".into()), false),
+                (r, _) = relay => r,
+                _ = shutdown.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())),
+                _ = killed.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("killed".into())),
             }
+        };
+        let end = match end {
+            TxnEnd::Ended(e) => e,
+            // Session pooling never releases at idle.
+            TxnEnd::Idle => RelayEnd::Terminated,
         };
         meter.flush(None);
         self.entry.set(ClientState::Closing, None);
@@ -86,21 +109,22 @@ impl Session {
             end = ?end,
             "client session ended"
         );
-        let clean_end = matches!(
-            end,
-            RelayEnd::Terminated | RelayEnd::ClientGone | RelayEnd::ClientViolation(_)
-        );
-        if !idle && clean_end {
-            // The client left mid-query: stop the query so the server does not
-            // run it to the end for nobody, then close this backend.
-            let target = lease.backend().cancel.clone();
-            tokio::spawn(async move {
-                let _ = send_cancel(&target).await;
-            });
+        if shutting_down {
+            lease.backend().ledger().break_with("shutting down");
         }
-        lease.release(idle && clean_end && !shutting_down);
+        lease.finish(departure(&end, true));
         end_result(end, shutting_down)
     }
+}
+
+/// How a client whose session ended the way `end` says is done with its
+/// backend; `keeps_state`: it may have left session state behind.
+pub(super) fn departure(end: &RelayEnd, keeps_state: bool) -> Departure {
+    if let RelayEnd::BackendGone(_) | RelayEnd::BackendFatal = end {
+        // The relay marked the link broken already; the hand-off closes it.
+        return Departure::SessionOver { keeps_state: true };
+    }
+    Departure::SessionOver { keeps_state }
 }
 
 /// What the client is told when its session ends the way `end` says.

@@ -274,6 +274,11 @@ pub struct PoolConfig {
     pub server_check_delay: Duration,
     /// The check; `""` = no check. Default `SELECT 1`.
     pub server_check_query: String,
+    /// A client that leaves while its statements still run: the backend
+    /// finishes them (as PostgreSQL does for a vanished client) and is
+    /// reused if it comes back clean within this time, else closed. Zero
+    /// closes at once. Default 30s.
+    pub server_drain_timeout: Duration,
     /// A client idle inside a transaction this long is disconnected; zero =
     /// never. Enforced by the client session. Default 0.
     pub idle_transaction_timeout: Duration,

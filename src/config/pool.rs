@@ -136,6 +136,11 @@ pub(super) fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
         server_check_query: raw
             .server_check_query
             .unwrap_or_else(|| "SELECT 1".to_string()),
+        server_drain_timeout: duration_or_zero(
+            "pool.server_drain_timeout",
+            raw.server_drain_timeout,
+            30,
+        )?,
         idle_transaction_timeout: duration_or_zero(
             "pool.idle_transaction_timeout",
             raw.idle_transaction_timeout,

@@ -85,6 +85,7 @@ pub(super) struct RawPool {
     pub server_check_delay: Option<String>,
     pub server_check_query: Option<String>,
     pub idle_transaction_timeout: Option<String>,
+    pub server_drain_timeout: Option<String>,
     pub max_prepared_statements: Option<i64>,
     pub track_parameters: Option<Vec<String>>,
 }

@@ -9,10 +9,10 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::manager::BackendManager;
 use super::servers::ServerState;
 use super::Pool;
-use crate::backend::Backend;
+use crate::backend::{Departure, HandOff, Link};
 
-/// A backend lent to one client. Give it back with [`Lease::release`];
-/// dropping it without release closes the backend (it may be mid-query).
+/// A backend lent to one client. Give it back with [`Lease::finish`];
+/// dropping it without that closes the backend (it may be mid-query).
 pub struct Lease {
     pub(super) obj: Option<Object<BackendManager>>,
     pub(super) pool: Arc<Pool>,
@@ -24,9 +24,9 @@ pub struct Lease {
 
 impl Lease {
     /// The backend.
-    pub fn backend(&mut self) -> &mut Backend {
-        // Invariant: `obj` is Some until release/discard consume the lease.
-        &mut self.obj.as_mut().expect("lease used after release").backend
+    pub fn backend(&mut self) -> &mut Link {
+        // Invariant: `obj` is Some until `finish` or drop consume the lease.
+        &mut self.obj.as_mut().expect("lease used after finish").backend
     }
 
     /// The pool the backend belongs to.
@@ -34,63 +34,55 @@ impl Lease {
         &self.pool
     }
 
-    /// Returns the backend: `reusable` says the client left it at a message
-    /// boundary. The reset runs in the background so the next client's login
-    /// does not wait for it; a failed reset closes the backend, and so does
-    /// `server_lifetime` (checked here, never while the client holds it).
-    pub fn release(mut self, reusable: bool) {
+    /// Gives the backend back as [`Link::hand_off`] decides: reused at
+    /// once, closed, or (when the server still owes replies, a transaction
+    /// is open or session state must go) drained and reset in the
+    /// background, so the client's next step does not wait for it.
+    /// `server_lifetime` is checked here, never while a client holds it.
+    pub fn finish(mut self, how: Departure) {
         let Some(mut obj) = self.obj.take() else {
             return;
         };
         let permit = self.permit.take();
-        if !reusable {
-            discard(obj, "client left the server connection mid-message");
-            return;
+        let id = obj.backend.id();
+        match obj.backend.hand_off(how) {
+            HandOff::Close(why) => {
+                discard(obj, &why);
+                return;
+            }
+            HandOff::Reuse => {
+                if self.pool.past_lifetime(&obj) {
+                    discard(obj, "server_lifetime reached");
+                    return;
+                }
+                obj.clean = true;
+                obj.idle_since = Instant::now();
+                self.pool.servers().set_state(id, ServerState::Idle, None);
+                drop(obj);
+                drop(permit);
+                return;
+            }
+            HandOff::Drain | HandOff::Reset => {}
         }
-        if self.pool.past_lifetime(&obj) {
-            discard(obj, "server_lifetime reached");
-            return;
-        }
-        let reset_query = self.pool.reset_query.clone();
-        let servers = self.pool.servers().clone();
-        servers.set_state(obj.backend.id, ServerState::Resetting, None);
+        let pool = self.pool.clone();
+        pool.servers().set_state(id, ServerState::Resetting, None);
         tokio::spawn(async move {
-            match obj.backend.reset(&reset_query).await {
+            let settled = obj
+                .backend
+                .settle(how, pool.drain_timeout, &pool.reset_query)
+                .await;
+            match settled {
+                Ok(()) if pool.past_lifetime(&obj) => discard(obj, "server_lifetime reached"),
                 Ok(()) => {
                     obj.clean = true;
                     obj.idle_since = Instant::now();
-                    servers.set_state(obj.backend.id, ServerState::Idle, None);
+                    pool.servers().set_state(id, ServerState::Idle, None);
                     drop(obj);
                 }
-                Err(e) => discard(obj, &e.to_string()),
+                Err(why) => discard(obj, &why),
             }
             drop(permit);
         });
-    }
-}
-
-impl Lease {
-    /// Returns a backend that is idle at a message boundary without running
-    /// the reset query: in transaction and statement mode the next client
-    /// must find the session state (prepared statements, parameters) the
-    /// pooler keeps track of, and a reset per transaction would double the
-    /// round trips. A backend past `server_lifetime` is closed instead.
-    pub fn hand_back(mut self) {
-        let Some(mut obj) = self.obj.take() else {
-            return;
-        };
-        let permit = self.permit.take();
-        if self.pool.past_lifetime(&obj) {
-            discard(obj, "server_lifetime reached");
-            return;
-        }
-        obj.clean = true;
-        obj.idle_since = Instant::now();
-        self.pool
-            .servers()
-            .set_state(obj.backend.id, ServerState::Idle, None);
-        drop(obj);
-        drop(permit);
     }
 }
 
@@ -99,7 +91,11 @@ pub(super) fn discard(obj: Object<BackendManager>, why: &str) {
     // `take` detaches it from the pool (see BackendManager::detach); dropping
     // the backend closes the socket.
     let pooled = Object::take(obj);
-    tracing::info!(backend = pooled.backend.id, reason = why, "backend closed");
+    tracing::info!(
+        backend = pooled.backend.id(),
+        reason = why,
+        "backend closed"
+    );
 }
 
 impl Drop for Lease {

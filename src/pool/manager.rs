@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::Interest;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::limits::LimitGroup;
@@ -15,7 +15,7 @@ use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{Backend, BackendError, BackendTarget, Credentials};
+use crate::backend::{BackendError, BackendTarget, Credentials, Link};
 use crate::stats::{Class, Stats};
 use crate::stream::Stream;
 use crate::tls::connector::Opening;
@@ -34,7 +34,7 @@ tokio::task_local! {
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
     /// The connection.
-    pub backend: Backend,
+    pub backend: Link,
     /// Set only by a successful reset at release; `recycle` refuses anything else.
     pub(super) clean: bool,
     /// When it last went idle (opened, released or handed back).
@@ -157,8 +157,7 @@ impl managed::Manager for BackendManager {
                 hinted = true;
             }
         }
-        let connect =
-            Backend::connect(self.target.clone(), &self.tls, &creds, &params, &self.cache);
+        let connect = Link::connect(self.target.clone(), &self.tls, &creds, &params, &self.cache);
         self.opening.fetch_add(1, Ordering::Relaxed);
         let result = tokio::time::timeout(self.connect_timeout, connect).await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
@@ -169,17 +168,17 @@ impl managed::Manager for BackendManager {
         match result {
             Ok(mut backend) => {
                 self.pacer.succeeded();
-                backend.hinted_app_name = hinted;
-                self.params.set_base_once(&backend.params);
+                backend.set_hinted_app_name(hinted);
+                self.params.set_base_once(backend.ledger_ref().params());
                 self.stats
                     .backend_connect(backend.class(), &backend.connect_phases());
                 self.servers.opened(&backend);
                 tracing::info!(
-                    backend = backend.id,
+                    backend = backend.id(),
                     server = %self.target.describe(),
                     user = %self.target.user,
                     database = %self.target.dbname,
-                    pid = backend.cancel.pid,
+                    pid = backend.cancel().pid,
                     "backend connected"
                 );
                 Ok(Pooled {
@@ -208,13 +207,13 @@ impl managed::Manager for BackendManager {
             return Err(RecycleError::message("backend was not reset cleanly"));
         }
         if let Some(why) = obj.unfit(self.lifetime) {
-            tracing::info!(backend = obj.backend.id, reason = why, "backend closed");
+            tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
         }
         if !self.check_query.is_empty() && obj.idle_since.elapsed() >= self.check_delay {
             if let Err(e) = obj.backend.run_queries(&[&self.check_query]).await {
                 tracing::info!(
-                    backend = obj.backend.id,
+                    backend = obj.backend.id(),
                     reason = "server_check_query failed",
                     error = %e,
                     "backend closed"
@@ -230,8 +229,8 @@ impl managed::Manager for BackendManager {
     /// kept in one place.
     fn detach(&self, obj: &mut Pooled) {
         let b = &obj.backend;
-        self.stats.backend_closed(b.class(), b.clients_served);
-        self.servers.closed(b.id);
+        self.stats.backend_closed(b.class(), b.clients_served());
+        self.servers.closed(b.id());
     }
 }
 
@@ -288,15 +287,13 @@ impl Pooled {
     /// (PgBouncer closes an idle server that talks, too).
     pub(super) fn unfit(&self, lifetime: Duration) -> Option<&'static str> {
         let b = &self.backend;
-        if !lifetime.is_zero() && b.opened_at.elapsed() >= lifetime {
+        if !lifetime.is_zero() && b.opened_at().elapsed() >= lifetime {
             return Some("server_lifetime reached");
         }
-        // Replies to statements the pooler queued are expected; only a
-        // backend with nothing outstanding must be silent.
-        if b.pending_replies > 0 || !b.queued.is_empty() {
-            return None;
+        if b.state() != crate::backend::LinkState::Idle {
+            return Some("idle server connection is not idle");
         }
-        if !b.buf.is_empty() {
+        if b.has_unread() {
             return Some("idle server connection had unread data");
         }
         // A backend idle for a while gets a real peek: tokio's readiness is
@@ -304,7 +301,7 @@ impl Pooled {
         // that terminated the session meanwhile must not be handed out.
         // Hot reuse (a backend back for microseconds) keeps the free check.
         let force = self.idle_since.elapsed() >= FRESH_PEEK_AFTER;
-        match peek(&b.stream, force) {
+        match peek(b.stream(), force) {
             Ok(Peek::Quiet) => None,
             Ok(Peek::Closed) => Some("server closed the connection"),
             // Typically PostgreSQL's FATAL before it closes (terminated, shut down).
@@ -362,19 +359,17 @@ fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
 /// eviction): says Terminate first, as libpq does, so the server logs a
 /// clean disconnection.
 pub(super) fn close_idle(mut pooled: Pooled, why: &str) {
-    tracing::info!(backend = pooled.backend.id, reason = why, "backend closed");
+    tracing::info!(
+        backend = pooled.backend.id(),
+        reason = why,
+        "backend closed"
+    );
     // Room for another backend at once, not after the goodbye.
     pooled._limits.clear();
     if tokio::runtime::Handle::try_current().is_err() {
         return;
     }
     tokio::spawn(async move {
-        const TERMINATE: [u8; 5] = [b'X', 0, 0, 0, 4];
-        let stream = &mut pooled.backend.stream;
-        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-            stream.write_all(&TERMINATE).await?;
-            stream.flush().await
-        })
-        .await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), pooled.backend.terminate()).await;
     });
 }

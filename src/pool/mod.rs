@@ -88,6 +88,7 @@ pub struct Pool {
     size: usize,
     wait_timeout: Duration,
     reset_query: String,
+    drain_timeout: Duration,
     /// Clients waiting for a backend right now.
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
@@ -115,6 +116,8 @@ pub struct PoolSettings {
     pub connect_timeout: Duration,
     /// Run at release; "" skips it.
     pub reset_query: String,
+    /// How long a departed client's statements may take to finish.
+    pub drain_timeout: Duration,
     /// Idle backends unused this long are closed (down to `min_size`); zero = never.
     pub idle_timeout: Duration,
     /// Backends older than this are closed when released; zero = never.
@@ -201,6 +204,7 @@ impl Pool {
             size: settings.size,
             wait_timeout: settings.wait_timeout,
             reset_query: settings.reset_query,
+            drain_timeout: settings.drain_timeout,
             waiting: AtomicUsize::new(0),
             paused,
             kill: Mutex::new(CancellationToken::new()),
@@ -248,9 +252,9 @@ impl Pool {
             }
         };
         obj.clean = false;
-        obj.backend.clients_served += 1;
+        obj.backend.served_one_more();
         self.servers()
-            .set_state(obj.backend.id, ServerState::Active, Some(client_id));
+            .set_state(obj.backend.id(), ServerState::Active, Some(client_id));
         Ok(Lease {
             obj: Some(obj),
             pool: self.clone(),
@@ -334,7 +338,7 @@ impl Pool {
     /// Whether `obj` has outlived `server_lifetime`.
     fn past_lifetime(&self, obj: &Pooled) -> bool {
         let lifetime = self.inner.manager().lifetime;
-        !lifetime.is_zero() && obj.backend.opened_at.elapsed() >= lifetime
+        !lifetime.is_zero() && obj.backend.opened_at().elapsed() >= lifetime
     }
 
     /// Clients waiting for a backend now.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
-use crate::backend::Backend;
+use crate::backend::Link;
 use crate::tls::Transport;
 
 /// What a backend is doing.
@@ -64,18 +64,18 @@ impl ServerRegistry {
     }
 
     /// Records a newly opened backend.
-    pub fn opened(&self, b: &Backend) {
+    pub fn opened(&self, b: &Link) {
         let info = ServerInfo {
-            id: b.id,
-            pid: b.cancel.pid,
-            transport: b.transport,
-            tls: b.stream.is_tls(),
+            id: b.id(),
+            pid: b.cancel().pid,
+            transport: b.transport(),
+            tls: b.is_tls(),
             connected_at: SystemTime::now(),
             state: ServerState::Idle,
             client: None,
             logins_served: 0,
         };
-        self.with(|m| m.insert(b.id, info));
+        self.with(|m| m.insert(b.id(), info));
     }
 
     /// Records a state change; `client` is the new holder (Active only).

@@ -9,31 +9,26 @@
 //! tables, session SETs, advisory locks, LISTEN...) pins it to its backend
 //! until it disconnects; see the README's state table.
 
-mod expect;
-mod relay;
-mod rewrite;
+pub(crate) mod rewrite;
 pub mod statements;
 
 use std::sync::Arc;
 
 use postgres_protocol::escape::{escape_identifier, escape_literal};
 
-use super::session::Session;
+use super::relay::{self, Mode, TxnEnd};
+use super::session::{departure, Session};
 use super::{ClientError, ClientState, Meter, RelayEnd};
-use crate::backend::{send_cancel, Backend, BackendError, ParamSet};
+use crate::backend::{BackendError, Departure, Link, ParamSet};
 use crate::config::PoolMode;
-use crate::pool::Lease;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
-use crate::protocol::FrameBuf;
+use crate::protocol::tags::fe;
+use crate::protocol::{FrameBuf, Violation};
 use crate::stats::Class;
 use crate::stream::{fill, ReadError, Stream};
-use relay::{Mode, TxnEnd};
 use rewrite::{Pin, Rewriter};
 use statements::ClientStatements;
-
-/// Longest a backend waits for a cancel on its way before going back to the pool.
-const CANCEL_DELIVERY_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves a logged-in client in transaction or statement pooling until it leaves.
 pub(super) async fn serve(
@@ -53,6 +48,7 @@ pub(super) async fn serve(
         user,
         database,
         transport,
+        client_id,
     } = session;
     let pool = match &lease {
         Some(l) => l.pool().clone(),
@@ -109,22 +105,29 @@ pub(super) async fn serve(
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
                 if let Err(e) = sync_params(l.backend(), (&params, &extras), &tracked) {
-                    l.release(false);
+                    l.backend().ledger().break_with(e.to_string());
+                    l.finish(Departure::SessionOver { keeps_state: true });
                     return Err(ClientError::Backend(e));
                 }
                 l
             }
         };
-        held.backend().prepared.set_capacity(max_prepared);
-        let backend_id = held.backend().id;
+        held.backend()
+            .ledger()
+            .prepared()
+            .set_capacity(max_prepared);
+        let backend_id = held.backend().id();
         entry.set(ClientState::Active, Some(backend_id));
-        cancel_key.slot.set(Some(held.backend().cancel.clone()));
+        cancel_key.slot.set(Some(held.backend().cancel().clone()));
         let meter = meter
             .get_or_insert_with(|| Meter::new(&pooler.stats, client_class, held.backend().class()));
         let mode = Mode {
             release_at_idle: pin.is_none(),
             statement: pool_mode == PoolMode::Statement,
             idle_tx_timeout,
+            rewriter: Some(&mut rewriter),
+            client_params: Some(&mut params),
+            client_id,
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
@@ -134,8 +137,6 @@ pub(super) async fn serve(
                 buf,
                 &mut scan,
                 held.backend(),
-                &mut rewriter,
-                &mut params,
                 meter,
                 mode,
             ));
@@ -144,12 +145,9 @@ pub(super) async fn serve(
                 why = stop.as_mut() => (TxnEnd::Ended(RelayEnd::BackendGone(why.into())), Default::default()),
             }
         };
+        // From here a cancel with this client's key reaches nothing; one
+        // already on its way holds the backend back (see Link::hand_off).
         cancel_key.slot.set(None);
-        if !cancel_key.slot.idle() {
-            // A cancel for this client's query is on its way: the backend
-            // must not run another client's query before it lands.
-            Box::pin(cancel_key.slot.wait_delivered(CANCEL_DELIVERY_LIMIT)).await;
-        }
         if pin.is_none() {
             if let Some(p) = left.pin {
                 tracing::info!(
@@ -161,13 +159,12 @@ pub(super) async fn serve(
             }
         }
         match end {
-            TxnEnd::Idle if !left.discard => {
+            TxnEnd::Idle => {
                 transactions += 1;
-                held.hand_back();
+                held.finish(Departure::BetweenTransactions);
             }
-            TxnEnd::Idle => held.release(false),
             TxnEnd::Ended(end) => {
-                finish(held, &end, left.clean && !left.discard, pin.is_some());
+                held.finish(departure(&end, pin.is_some()));
                 break end;
             }
         }
@@ -217,6 +214,13 @@ async fn wait_for_client(
     // big to buffer): with half a message, the relay would find nothing to
     // send and hand the backend straight back, over and over.
     while scan.at_boundary() && !message_ready(buf.readable()) {
+        if let Some(&t) = buf.readable().first() {
+            if !fe::valid_after_login(t) {
+                return Waited::End(RelayEnd::ClientViolation(Violation::new(format!(
+                    "invalid frontend message type {t}"
+                ))));
+            }
+        }
         let (mut cr, _) = stream.split();
         let read = tokio::select! {
             r = fill(&mut cr, buf) => r,
@@ -228,9 +232,18 @@ async fn wait_for_client(
             Err(_) => return Waited::End(RelayEnd::ClientGone),
         }
     }
-    // A Terminate needs no backend.
-    if scan.at_boundary() && buf.readable().first() == Some(&b'X') {
-        return Waited::End(RelayEnd::Terminated);
+    if scan.at_boundary() {
+        match buf.readable().first() {
+            // A Terminate needs no backend.
+            Some(&fe::TERMINATE) => return Waited::End(RelayEnd::Terminated),
+            // PostgreSQL refuses a bad type by its first byte, before any length.
+            Some(&t) if !fe::valid_after_login(t) => {
+                return Waited::End(RelayEnd::ClientViolation(Violation::new(format!(
+                    "invalid frontend message type {t}"
+                ))))
+            }
+            _ => {}
+        }
     }
     Waited::Message
 }
@@ -239,7 +252,7 @@ async fn wait_for_client(
 /// larger than the relay reads whole (it is streamed).
 fn message_ready(data: &[u8]) -> bool {
     match Scanner::peek_total(data, 0) {
-        Some(total) => data.len() >= total || total > relay::WHOLE_CAP.min(CLIENT_STREAM_AFTER),
+        Some(total) => data.len() >= total || total > CLIENT_STREAM_AFTER,
         None => false,
     }
 }
@@ -251,7 +264,7 @@ const CLIENT_STREAM_AFTER: usize = 64 * 1024;
 /// differ. They are queued to go out with the client's first message; the
 /// values were accepted when the client logged in, so none can fail.
 fn sync_params(
-    backend: &mut Backend,
+    backend: &mut Link,
     (wanted, extras): (&ParamSet, &[(String, String)]),
     tracked: &dyn Fn(&str) -> bool,
 ) -> Result<(), BackendError> {
@@ -269,19 +282,20 @@ fn sync_params(
         }
     }
     for (name, value) in extras {
-        if backend.extras.get(name) != Some(value) {
+        if backend.ledger().extras().get(name) != Some(value) {
             set(name, value);
         }
     }
     let stale: Vec<String> = backend
-        .extras
+        .ledger()
+        .extras()
         .iter()
         .filter(|(n, _)| !extras.iter().any(|(e, _)| e == n))
         .map(|(n, _)| n.to_string())
         .collect();
     for name in &stale {
         sql.push_str(&format!("RESET {};", escape_identifier(name)));
-        backend.extras.remove(name);
+        backend.ledger().extras().remove(name);
     }
     if sql.is_empty() {
         return Ok(());
@@ -289,40 +303,11 @@ fn sync_params(
     backend.queue_queries(&[&sql])?;
     for (name, value) in wanted.iter() {
         if tracked(name) {
-            backend.params.set(name, value);
+            backend.ledger().params_mut().set(name, value);
         }
     }
     for (name, value) in extras {
-        backend.extras.set(name, value);
+        backend.ledger().extras().set(name, value);
     }
     Ok(())
-}
-
-/// Returns or closes the backend when the session ends.
-fn finish(mut lease: Lease, end: &RelayEnd, clean: bool, pinned: bool) {
-    let client_left = matches!(
-        end,
-        RelayEnd::Terminated
-            | RelayEnd::ClientGone
-            | RelayEnd::ClientViolation(_)
-            | RelayEnd::IdleInTransaction
-            | RelayEnd::TransactionInStatementMode
-    );
-    if !clean && client_left {
-        // The client left mid-query: stop the query, then close the backend.
-        let target = lease.backend().cancel.clone();
-        tokio::spawn(async move {
-            let _ = send_cancel(&target).await;
-        });
-        lease.release(false);
-        return;
-    }
-    if clean && client_left && !pinned && lease.backend().tx == crate::backend::TxStatus::Idle {
-        // Between transactions and holding no session state: as good as
-        // any backend handed back after a transaction.
-        lease.hand_back();
-        return;
-    }
-    // A reset (ROLLBACK, then the reset query) makes it clean for anyone.
-    lease.release(clean && client_left);
 }

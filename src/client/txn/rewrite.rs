@@ -3,11 +3,13 @@
 //! client, and map named prepared statements to the pooler's names on the
 //! backend (preparing them there first when the backend lacks them).
 
-use super::expect::{CacheFix, Expect, Replies, Reply};
 use super::statements::{ClientStatements, StatementRegistry};
-use crate::backend::prepared::{statement_name, PreparedCache};
+use crate::backend::owed::{Expect, Reply, Synthetic};
+use crate::backend::prepared::statement_name;
+use crate::client::relay::{account_plain, Shared};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::sql::{self, PinReason};
+use crate::protocol::tags::fe;
 use crate::protocol::Violation;
 
 /// Why a client keeps its backend until it disconnects.
@@ -17,6 +19,8 @@ pub enum Pin {
     Sql(PinReason),
     /// It prepared a named statement while `pool.max_prepared_statements` is 0.
     NamedStatement,
+    /// It prepared a named statement too large for the pooler to share.
+    LargeStatement,
 }
 
 impl Pin {
@@ -25,82 +29,7 @@ impl Pin {
         match self {
             Pin::Sql(r) => r.describe(),
             Pin::NamedStatement => "named prepared statement (max_prepared_statements = 0)",
-        }
-    }
-}
-
-/// State both relay directions share while a client holds a backend.
-pub struct Shared<'b> {
-    /// Replies the server owes.
-    pub replies: Replies,
-    /// The backend's prepared statements.
-    pub cache: &'b mut PreparedCache,
-    /// Cache corrections waiting to be applied.
-    pub fixes: Vec<CacheFix>,
-    /// Extended-protocol messages since the last Sync.
-    pub unsynced: u32,
-    /// Set once the client must keep this backend.
-    pub pin: Option<Pin>,
-    /// A client's DISCARD ALL / DEALLOCATE ALL is in flight: if it fails, we
-    /// cannot know what is left prepared, so the backend is closed at release.
-    pub cache_doubt: bool,
-    /// Close the backend instead of pooling it.
-    pub discard: bool,
-    /// The last ReadyForQuery said a transaction is open.
-    pub in_transaction: bool,
-    /// Names the client defined in batches not yet answered, with their ids.
-    pub defined: Vec<(u64, Box<[u8]>)>,
-    /// Names whose Parse failed or was skipped: the up direction forgets them.
-    pub undefined: Vec<Box<[u8]>>,
-    /// ErrorResponses the pooler owes the client, in order (see `Expect::Synthetic(b'E')`).
-    pub owed_errors: std::collections::VecDeque<Vec<u8>>,
-    /// After an error the pooler raised itself, the client's messages up
-    /// to its Sync are dropped, as the server drops them after its own.
-    pub skipping_to_sync: bool,
-}
-
-impl<'b> Shared<'b> {
-    /// Fresh state for a backend just given to a client.
-    pub fn new(cache: &'b mut PreparedCache) -> Self {
-        Shared {
-            replies: Replies::new(),
-            cache,
-            fixes: Vec::new(),
-            unsynced: 0,
-            pin: None,
-            cache_doubt: false,
-            discard: false,
-            in_transaction: false,
-            defined: Vec::new(),
-            undefined: Vec::new(),
-            owed_errors: std::collections::VecDeque::new(),
-            skipping_to_sync: false,
-        }
-    }
-
-    /// Applies pending cache corrections.
-    pub fn apply_fixes(&mut self) {
-        for f in self.fixes.drain(..) {
-            match f {
-                CacheFix::Forget(id) => self.cache.remove(id),
-                CacheFix::Restore(id) => self.cache.restore(id),
-                CacheFix::Undefine(id) => {
-                    if let Some(at) = self.defined.iter().position(|(d, _)| *d == id) {
-                        let (_, name) = self.defined.swap_remove(at);
-                        self.undefined.push(name);
-                    }
-                }
-            }
-        }
-    }
-
-    fn push(&mut self, e: Expect) {
-        self.replies.push(e, &mut self.fixes);
-    }
-
-    fn pin(&mut self, p: Pin) {
-        if self.pin.is_none() {
-            self.pin = Some(p);
+            Pin::LargeStatement => "named prepared statement over 1 MiB",
         }
     }
 }
@@ -142,8 +71,9 @@ impl Rewriter<'_> {
     }
 
     /// Handles one message: `msg` is the message from its tag on; `whole`
-    /// says it is all there (only Bind may come partly, when it is larger
-    /// than the buffer). Replacement bytes go to `out`.
+    /// says it is all there (a message larger than the relay reads whole
+    /// comes as its first bytes, at least the relay's prefix cap, and the
+    /// rest follows unchanged). Replacement bytes go to `out`.
     pub fn message(
         &mut self,
         msg: &[u8],
@@ -154,43 +84,29 @@ impl Rewriter<'_> {
         let (Some(&tag), Some(body)) = (msg.first(), msg.get(5..)) else {
             return Err(Violation::new("message shorter than its header"));
         };
-        if matches!(tag, b'P' | b'B' | b'D' | b'E' | b'C' | b'H') {
-            shared.unsynced += 1;
-        }
         if shared.skipping_to_sync {
-            if tag != b'S' {
+            if tag != fe::SYNC {
                 return Ok(Outcome::Swallowed);
             }
             shared.skipping_to_sync = false;
         }
         let outcome = match tag {
-            b'Q' => {
-                if whole {
-                    self.classify(cstr_prefix(body), shared);
-                }
+            fe::QUERY => {
+                // Of an oversized query only its head is classified: what
+                // pins is said by a statement's first words.
+                self.classify(cstr_prefix(body), shared);
                 shared.push(Expect::Client(Reply::Query));
                 Outcome::Forward
             }
-            b'F' => {
-                shared.push(Expect::Client(Reply::FunctionCall));
+            fe::PARSE if whole => self.parse(body, shared, out)?,
+            fe::PARSE => self.parse_oversized(body, shared)?,
+            fe::BIND => self.bind(msg, shared, out)?,
+            fe::DESCRIBE => self.describe(body, shared, out)?,
+            fe::CLOSE => self.close(body, shared)?,
+            t => {
+                account_plain(t, shared);
                 Outcome::Forward
             }
-            b'S' => {
-                shared.unsynced = 0;
-                shared.cache.next_batch();
-                shared.push(Expect::Client(Reply::Sync));
-                Outcome::Forward
-            }
-            b'E' => {
-                shared.push(Expect::Client(Reply::Execute));
-                Outcome::Forward
-            }
-            b'P' => self.parse(body, shared, out)?,
-            b'B' => self.bind(msg, shared, out)?,
-            b'D' => self.describe(body, shared, out)?,
-            b'C' => self.close(body, shared)?,
-            // Flush and COPY data earn no reply of their own.
-            _ => Outcome::Forward,
         };
         Ok(outcome)
     }
@@ -201,7 +117,7 @@ impl Rewriter<'_> {
             shared.pin(Pin::Sql(r));
         }
         if fx.drops_prepared {
-            shared.cache.clear();
+            shared.ledger.prepared().clear();
             shared.cache_doubt = true;
             self.statements.clear();
         }
@@ -217,7 +133,9 @@ impl Rewriter<'_> {
         let (query, _) = split_cstr(definition).ok_or_else(malformed("Parse"))?;
         self.classify(query, shared);
         if name.is_empty() || !self.manage {
-            if !name.is_empty() {
+            if name.is_empty() {
+                shared.ledger.set_unnamed_owner(Some(shared.client_id));
+            } else {
                 shared.pin(Pin::NamedStatement);
             }
             shared.push(Expect::Client(Reply::Parse { id: None }));
@@ -226,23 +144,11 @@ impl Rewriter<'_> {
         let stmt = self.registry.intern(definition);
         if !self.statements.define(name, stmt.clone()) {
             // As PostgreSQL: ERROR 42P05, then everything up to Sync is skipped.
-            let mut e = bytes::BytesMut::new();
-            crate::protocol::PgError::error(
-                "42P05",
-                format!(
-                    "prepared statement \"{}\" already exists",
-                    String::from_utf8_lossy(name)
-                ),
-            )
-            .encode(&mut e);
-            shared.owed_errors.push_back(e.to_vec());
-            shared.push(Expect::Synthetic(b'E'));
-            shared.skipping_to_sync = true;
-            return Ok(Outcome::Swallowed);
+            return self.duplicate(name, shared);
         }
         shared.defined.push((stmt.id, name.into()));
-        if shared.cache.touch(stmt.id) {
-            shared.push(Expect::OwedParse { id: stmt.id });
+        if shared.ledger.prepared().touch(stmt.id) {
+            shared.push(Expect::Owed(Synthetic::ParseComplete { id: stmt.id }));
             return Ok(Outcome::Swallowed);
         }
         evict_for(stmt.id, shared, out);
@@ -251,6 +157,46 @@ impl Rewriter<'_> {
         Ok(Outcome::Replaced {
             consumed: body.len() + 5,
         })
+    }
+
+    /// A Parse too large to read whole passes unchanged: the unnamed
+    /// statement as it is, a named one under the client's own name, which
+    /// the pooler cannot share between backends, so the client keeps this
+    /// one.
+    fn parse_oversized(
+        &mut self,
+        prefix: &[u8],
+        shared: &mut Shared<'_>,
+    ) -> Result<Outcome, Violation> {
+        let (name, definition) = split_cstr(prefix).ok_or_else(malformed("Parse"))?;
+        self.classify(cstr_prefix(definition), shared);
+        if name.is_empty() {
+            shared.ledger.set_unnamed_owner(Some(shared.client_id));
+        } else {
+            if self.manage && self.statements.get(name).is_some() {
+                // The name is taken among the pooler's statements.
+                return self.duplicate(name, shared);
+            }
+            shared.pin(Pin::LargeStatement);
+        }
+        shared.push(Expect::Client(Reply::Parse { id: None }));
+        Ok(Outcome::Forward)
+    }
+
+    /// The pooler's 42P05 for a name the client already defined.
+    fn duplicate(&mut self, name: &[u8], shared: &mut Shared<'_>) -> Result<Outcome, Violation> {
+        let mut e = bytes::BytesMut::new();
+        crate::protocol::PgError::error(
+            "42P05",
+            format!(
+                "prepared statement \"{}\" already exists",
+                String::from_utf8_lossy(name)
+            ),
+        )
+        .encode(&mut e);
+        shared.push(Expect::Owed(Synthetic::Error(e.to_vec().into())));
+        shared.skipping_to_sync = true;
+        Ok(Outcome::Swallowed)
     }
 
     fn bind(
@@ -265,9 +211,13 @@ impl Rewriter<'_> {
         let total_len = crate::protocol::be_u32(len) as usize;
         let (portal, rest) = split_cstr(body).ok_or_else(malformed("Bind"))?;
         let (name, _) = split_cstr(rest).ok_or_else(malformed("Bind"))?;
+        if name.is_empty() {
+            self.unnamed_guard(shared, out);
+        }
         let id = self.prepared_id(name, shared, out);
         shared.push(Expect::Client(Reply::Bind));
         let Some(id) = id else {
+            // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
         };
         let after_names = portal.len() + name.len() + 2;
@@ -276,7 +226,7 @@ impl Rewriter<'_> {
         let new_len = (total_len + new_name.len())
             .checked_sub(name.len())
             .ok_or_else(malformed("Bind"))?;
-        out.push(b'B');
+        out.push(fe::BIND);
         out.extend_from_slice(&(new_len as u32).to_be_bytes());
         out.extend_from_slice(portal);
         out.push(0);
@@ -288,6 +238,18 @@ impl Rewriter<'_> {
         })
     }
 
+    /// Before a message that uses the unnamed statement: if another client
+    /// left one on this backend, close it, so this client finds none, as in
+    /// a session of its own (26000 "unnamed prepared statement does not
+    /// exist").
+    fn unnamed_guard(&self, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
+        if shared.ledger.unnamed_belongs_elsewhere(shared.client_id) {
+            put_msg(out, fe::CLOSE, &[b"S", b"\0"]);
+            shared.push(Expect::Injected(Reply::Close { evicted: None }));
+            shared.ledger.set_unnamed_owner(None);
+        }
+    }
+
     fn describe(
         &mut self,
         body: &[u8],
@@ -297,18 +259,22 @@ impl Rewriter<'_> {
         let (&kind, rest) = body.split_first().ok_or_else(malformed("Describe"))?;
         let (name, _) = split_cstr(rest).ok_or_else(malformed("Describe"))?;
         if kind != b'S' {
-            shared.push(Expect::Client(Reply::DescribePortal));
+            shared.push(Expect::Client(Reply::Describe));
             return Ok(Outcome::Forward);
         }
+        if name.is_empty() {
+            self.unnamed_guard(shared, out);
+        }
         let id = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::DescribeStatement));
+        shared.push(Expect::Client(Reply::Describe));
         let Some(id) = id else {
+            // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
         };
         let mut new_name = Vec::with_capacity(24);
         statement_name(id, &mut new_name);
         new_name.push(0);
-        put_msg(out, b'D', &[b"S", &new_name]);
+        put_msg(out, fe::DESCRIBE, &[b"S", &new_name]);
         Ok(Outcome::Replaced {
             consumed: body.len() + 5,
         })
@@ -319,7 +285,7 @@ impl Rewriter<'_> {
         let (name, _) = split_cstr(rest).ok_or_else(malformed("Close"))?;
         // The backend keeps the statement for other clients; the LRU closes it.
         if kind == b'S' && !name.is_empty() && self.manage && self.statements.close(name) {
-            shared.push(Expect::Synthetic(b'3'));
+            shared.push(Expect::Owed(Synthetic::CloseComplete));
             return Ok(Outcome::Swallowed);
         }
         shared.push(Expect::Client(Reply::Close { evicted: None }));
@@ -334,7 +300,7 @@ impl Rewriter<'_> {
             return None;
         }
         let stmt = self.statements.get(name)?;
-        if !shared.cache.touch(stmt.id) {
+        if !shared.ledger.prepared().touch(stmt.id) {
             evict_for(stmt.id, shared, out);
             put_parse(out, stmt.id, &stmt.definition);
             shared.push(Expect::Injected(Reply::Parse { id: Some(stmt.id) }));
@@ -345,11 +311,11 @@ impl Rewriter<'_> {
 
 /// Records `id` in the cache and writes a Close for each statement it evicts.
 fn evict_for(id: u64, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
-    for old in shared.cache.insert(id) {
+    for old in shared.ledger.prepared().insert(id) {
         let mut name = Vec::with_capacity(24);
         statement_name(old, &mut name);
         name.push(0);
-        put_msg(out, b'C', &[b"S", &name]);
+        put_msg(out, fe::CLOSE, &[b"S", &name]);
         shared.push(Expect::Injected(Reply::Close { evicted: Some(old) }));
     }
 }
@@ -359,7 +325,7 @@ fn put_parse(out: &mut Vec<u8>, id: u64, definition: &[u8]) {
     let mut name = Vec::with_capacity(24);
     statement_name(id, &mut name);
     name.push(0);
-    put_msg(out, b'P', &[&name, definition]);
+    put_msg(out, fe::PARSE, &[&name, definition]);
 }
 
 /// Writes one message made of `parts`.
@@ -402,8 +368,8 @@ mod tests {
             manage: true,
             tracked: &tracked,
         };
-        let mut cache = PreparedCache::new(4);
-        let mut shared = Shared::new(&mut cache);
+        let mut ledger = crate::backend::Ledger::new(4);
+        let mut shared = Shared::new(&mut ledger, 1);
         let mut out = Vec::new();
         let results = msgs
             .iter()

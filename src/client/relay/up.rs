@@ -1,4 +1,4 @@
-//! The client → server direction of the transaction-pooling relay.
+//! The client → server direction of the relay.
 
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use super::{Flags, Mode, WHOLE_CAP};
-use crate::client::relay::{Progress, RelayEnd, FRONTEND_TAGS};
-use crate::client::txn::rewrite::{Outcome, Rewriter, Shared};
+use super::{account_plain, Flags, Progress, RelayEnd, Shared, PREFIX_CAP, WHOLE_CAP};
+use crate::backend::TxStatus;
+use crate::client::txn::rewrite::{Outcome, Rewriter};
 use crate::protocol::scan::{Scanner, Step};
+use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
 use crate::stream::{fill, ReadError, ReadHalf, WriteHalf};
 
@@ -17,8 +18,28 @@ pub(super) struct Up<'s, 'b, 'r, 'x> {
     pub(super) shared: &'s Mutex<Shared<'b>>,
     pub(super) flags: &'s Flags,
     pub(super) progress: &'s Progress,
-    pub(super) rewriter: &'r mut Rewriter<'x>,
-    pub(super) mode: Mode,
+    pub(super) rewriter: Option<&'r mut Rewriter<'x>>,
+    pub(super) idle_tx_timeout: Option<Duration>,
+}
+
+/// The message types the rewriter must see whole (or, past [`WHOLE_CAP`],
+/// at least their first [`PREFIX_CAP`] bytes).
+fn rewritten(tag: u8) -> bool {
+    matches!(
+        tag,
+        fe::QUERY | fe::PARSE | fe::BIND | fe::DESCRIBE | fe::CLOSE | fe::TERMINATE
+    )
+}
+
+/// A client message PostgreSQL refuses by its first byte, before any length.
+fn check_tag(tag: u8) -> Result<(), Violation> {
+    if fe::valid_after_login(tag) {
+        Ok(())
+    } else {
+        Err(Violation::new(format!(
+            "invalid frontend message type {tag}"
+        )))
+    }
 }
 
 impl Up<'_, '_, '_, '_> {
@@ -53,7 +74,7 @@ impl Up<'_, '_, '_, '_> {
                 let written = if queued.is_empty() {
                     bw.write_all(data).await
                 } else {
-                    // Parameter SETs the pooler queued ride with the client's first bytes.
+                    // Statements the pooler queued ride with the client's first bytes.
                     queued.extend_from_slice(data);
                     let all = std::mem::take(queued);
                     bw.write_all(&all).await
@@ -81,7 +102,7 @@ impl Up<'_, '_, '_, '_> {
             if let Some(end) = stop {
                 return end;
             }
-            let result = match self.mode.idle_tx_timeout {
+            let result = match self.idle_tx_timeout {
                 None => fill(cr, buf).await,
                 Some(_) => match self.read_watching_idle_tx(cr, buf).await {
                     Some(r) => r,
@@ -126,9 +147,9 @@ impl Up<'_, '_, '_, '_> {
     /// The idle-in-transaction limit if it applies now (a transaction is
     /// open and nothing is owed, so the server waits on the client).
     fn idle_tx_limit(&self) -> Option<Duration> {
-        let limit = self.mode.idle_tx_timeout?;
+        let limit = self.idle_tx_timeout?;
         let s = self.shared.lock().ok()?;
-        (s.replies.is_empty() && s.in_transaction).then_some(limit)
+        (s.ledger.owed().is_empty() && s.ledger.tx() != TxStatus::Idle).then_some(limit)
     }
 
     /// Walks the buffered client bytes. Returns how far it got, whether the
@@ -141,29 +162,48 @@ impl Up<'_, '_, '_, '_> {
         out: &mut Vec<u8>,
         rep: &mut Vec<u8>,
     ) -> Result<Chunk, Violation> {
-        let inspect = |t| matches!(t, b'Q' | b'P' | b'B' | b'D' | b'C' | b'X');
+        let rewriting = self.rewriter.is_some();
+        let inspect = |t| {
+            if rewriting {
+                rewritten(t)
+            } else {
+                t == fe::TERMINATE
+            }
+        };
         let mut pos = 0;
         // Start of the bytes that pass unchanged and are not yet in `out`.
         let mut run = 0;
         let mut modified = false;
         let mut stop = None;
         let mut shared = self.shared.lock().map_err(|_| Violation::new("poisoned"))?;
-        self.rewriter.forget_undefined(&mut shared);
+        if let Some(rw) = self.rewriter.as_deref_mut() {
+            rw.forget_undefined(&mut shared);
+        }
         loop {
             let data = buf.readable();
+            if scan.at_boundary() {
+                if let Some(&tag) = data.get(pos) {
+                    check_tag(tag)?;
+                }
+                // A message the rewriter must see is read whole, or its
+                // head at least, however the reads split it.
+                if let Some(total) = Scanner::peek_total(data, pos) {
+                    let need = if total <= WHOLE_CAP {
+                        total
+                    } else {
+                        PREFIX_CAP
+                    };
+                    if inspect(data[pos]) && data.len() - pos < need {
+                        let reply_due = shared.ledger.owed().synthetic_due();
+                        drop(shared);
+                        buf.ensure_room_up_to(pos + need, pos + WHOLE_CAP.max(need))?;
+                        return Ok(finish(buf, out, (run, pos, modified), stop, reply_due));
+                    }
+                }
+            }
             let step = scan.step_capped(data, pos, inspect, WHOLE_CAP)?;
             let (tag, start, end, whole) = match step {
-                Step::NeedMore => {
-                    if let Some(total) = Scanner::peek_total(data, pos) {
-                        if inspect(data[pos]) && total <= WHOLE_CAP {
-                            let reply_due = shared.replies.synthetic_due();
-                            drop(shared);
-                            buf.ensure_room_up_to(total, WHOLE_CAP)?;
-                            return Ok(finish(buf, out, (run, pos, modified), stop, reply_due));
-                        }
-                    }
-                    break;
-                }
+                Step::NeedMore => break,
                 Step::Continuation { end } => {
                     pos = end;
                     continue;
@@ -174,25 +214,18 @@ impl Up<'_, '_, '_, '_> {
                     (tag, start, end, end - start == total)
                 }
             };
-            if !FRONTEND_TAGS.contains(&tag) {
-                return Err(Violation::new(format!(
-                    "invalid frontend message type {tag}"
-                )));
-            }
-            if tag == b'X' {
+            if tag == fe::TERMINATE {
                 pos = start;
                 stop = Some(RelayEnd::Terminated);
                 break;
             }
-            if tag == b'P' && !whole {
-                return Err(Violation::new(format!(
-                    "Parse message larger than {WHOLE_CAP} bytes is not supported in transaction pooling"
-                )));
-            }
+            let Some(rw) = self.rewriter.as_deref_mut() else {
+                account_plain(tag, &mut shared);
+                pos = end;
+                continue;
+            };
             rep.clear();
-            let outcome = self
-                .rewriter
-                .message(&data[start..end], whole, &mut shared, rep)?;
+            let outcome = rw.message(&data[start..end], whole, &mut shared, rep)?;
             if outcome != Outcome::Forward || !rep.is_empty() {
                 out.extend_from_slice(&data[run..start]);
                 out.extend_from_slice(rep);
@@ -205,7 +238,7 @@ impl Up<'_, '_, '_, '_> {
             }
             pos = end;
         }
-        let reply_due = shared.replies.synthetic_due();
+        let reply_due = shared.ledger.owed().synthetic_due();
         drop(shared);
         Ok(finish(buf, out, (run, pos, modified), stop, reply_due))
     }

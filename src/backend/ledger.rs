@@ -1,0 +1,202 @@
+//! The protocol state of one backend connection that outlives its clients:
+//! what the server owes, its transaction status, its prepared statements,
+//! its parameters, and whose unnamed statement it holds. The relay of every
+//! pool mode and the pooler's own statements account through it, and the
+//! hand-off decision reads it; nobody keeps a copy.
+
+use super::owed::{CacheFix, CopyDir, Disposition, Expect, Owed};
+use super::prepared::PreparedCache;
+use super::ParamSet;
+use crate::protocol::tags::be;
+
+pub use crate::backend::session::TxStatus;
+
+/// One backend connection's protocol bookkeeping.
+pub struct Ledger {
+    owed: Owed,
+    tx: TxStatus,
+    prepared: PreparedCache,
+    params: ParamSet,
+    extras: ParamSet,
+    /// The client whose unnamed statement the server holds (transaction
+    /// pooling hands the backend to others between transactions).
+    unnamed_owner: Option<u64>,
+    /// A client message was only partly sent: the server waits for the rest.
+    sent_partial: bool,
+    /// Why the connection cannot be trusted any more, once it cannot.
+    broken: Option<String>,
+}
+
+impl Ledger {
+    /// Books for a fresh connection keeping about `capacity` prepared statements.
+    pub fn new(capacity: usize) -> Ledger {
+        Ledger {
+            owed: Owed::default(),
+            tx: TxStatus::Idle,
+            prepared: PreparedCache::new(capacity),
+            params: ParamSet::default(),
+            extras: ParamSet::default(),
+            unnamed_owner: None,
+            sent_partial: false,
+            broken: None,
+        }
+    }
+
+    /// What the server still owes.
+    pub fn owed(&self) -> &Owed {
+        &self.owed
+    }
+
+    /// Records a message sent to the server (or answered by the pooler).
+    pub fn push(&mut self, e: Expect, fixes: &mut Vec<CacheFix>) {
+        if matches!(
+            e,
+            Expect::Client(super::owed::Reply::Query) | Expect::Injected(super::owed::Reply::Query)
+        ) {
+            // A simple Query drops the unnamed statement (exec_simple_query).
+            self.unnamed_owner = None;
+        }
+        self.owed.push(e, fixes);
+        self.apply(fixes);
+    }
+
+    /// Notes a Flush sent.
+    pub fn flushed(&mut self) {
+        self.owed.flushed();
+    }
+
+    /// Writes the replies the pooler owes that are due now.
+    pub fn take_due(&mut self, out: &mut Vec<u8>, fixes: &mut Vec<CacheFix>) {
+        self.owed.take_due(out, fixes);
+        self.apply(fixes);
+    }
+
+    /// Accounts for one server message: `body` is its body when it was
+    /// read whole (ReadyForQuery and ParameterStatus always are). Keeps the
+    /// transaction status and parameters current.
+    pub fn on_message(
+        &mut self,
+        tag: u8,
+        body: Option<&[u8]>,
+        fixes: &mut Vec<CacheFix>,
+    ) -> Result<Disposition, String> {
+        match (tag, body) {
+            (be::READY_FOR_QUERY, Some(&[b])) => {
+                self.tx = TxStatus::from_byte(b).ok_or("invalid ReadyForQuery status")?;
+            }
+            (be::READY_FOR_QUERY, _) => return Err("invalid ReadyForQuery".into()),
+            (be::PARAMETER_STATUS, Some(b)) => {
+                if !self.params.apply_status(b) {
+                    return Err("invalid ParameterStatus".into());
+                }
+            }
+            _ => {}
+        }
+        let d = self
+            .owed
+            .on_server(tag, body, fixes)
+            .map_err(|e| e.to_string());
+        self.apply(fixes);
+        d
+    }
+
+    /// Applies the prepared-statement corrections; the client's own
+    /// (`Undefine`) stay in `fixes` for the client.
+    fn apply(&mut self, fixes: &mut Vec<CacheFix>) {
+        fixes.retain(|f| match *f {
+            CacheFix::Forget(id) => {
+                self.prepared.remove(id);
+                false
+            }
+            CacheFix::Restore(id) => {
+                self.prepared.restore(id);
+                false
+            }
+            CacheFix::Undefine(_) => true,
+        });
+    }
+
+    /// The first error PostgreSQL raised for the pooler's own statements.
+    pub fn take_pooler_error(&mut self) -> Option<Box<[u8]>> {
+        self.owed.take_pooler_error()
+    }
+
+    /// Records the status of a ReadyForQuery read outside the relay (login).
+    pub(super) fn set_tx(&mut self, tx: TxStatus) {
+        self.tx = tx;
+    }
+
+    /// Transaction status from the last ReadyForQuery.
+    pub fn tx(&self) -> TxStatus {
+        self.tx
+    }
+
+    /// The pooler's statements prepared here.
+    pub fn prepared(&mut self) -> &mut PreparedCache {
+        &mut self.prepared
+    }
+
+    /// The server's ParameterStatus values.
+    pub fn params(&self) -> &ParamSet {
+        &self.params
+    }
+
+    /// The server's ParameterStatus values, to set ahead of the server's
+    /// report of a SET the pooler sends.
+    pub fn params_mut(&mut self) -> &mut ParamSet {
+        &mut self.params
+    }
+
+    /// Parameters the server does not report that the pooler SET here.
+    pub fn extras(&mut self) -> &mut ParamSet {
+        &mut self.extras
+    }
+
+    /// True if the server holds an unnamed statement another client than
+    /// `client` defined; records that `client` is now the one that may use it.
+    pub fn unnamed_belongs_elsewhere(&self, client: u64) -> bool {
+        self.unnamed_owner.is_some_and(|o| o != client)
+    }
+
+    /// `client` defined (or dropped) the unnamed statement.
+    pub fn set_unnamed_owner(&mut self, client: Option<u64>) {
+        self.unnamed_owner = client;
+    }
+
+    /// Records whether the last client message was only partly sent.
+    pub fn set_sent_partial(&mut self, partial: bool) {
+        self.sent_partial = partial;
+    }
+
+    /// Marks the connection as not to be trusted again.
+    pub fn break_with(&mut self, why: impl Into<String>) {
+        if self.broken.is_none() {
+            self.broken = Some(why.into());
+        }
+    }
+
+    /// Why the connection cannot be trusted, if it cannot.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// A client message is partly sent.
+    pub fn sent_partial(&self) -> bool {
+        self.sent_partial
+    }
+
+    /// The reset query ran: what the pooler SET is gone, and prepared
+    /// statements too if the query drops them.
+    pub(super) fn after_reset(&mut self, reset_query: &str) {
+        self.extras = ParamSet::default();
+        self.unnamed_owner = None;
+        if crate::protocol::sql::classify(reset_query.as_bytes(), &|_| true).drops_prepared {
+            self.prepared.clear();
+        }
+    }
+
+    /// The COPY in progress, if any.
+    pub fn copy(&self) -> Option<CopyDir> {
+        self.owed.copy()
+    }
+}

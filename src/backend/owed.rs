@@ -1,0 +1,424 @@
+//! What a backend still owes for the messages sent to it, in order: the
+//! replies of every client's messages and of the statements the pooler
+//! sends itself (SET, RESET, ROLLBACK, the reset and check queries, its own
+//! Parse and Close), plus the replies the pooler owes a client for messages
+//! it answered itself. One queue per backend connection, kept across
+//! clients, so whoever reads the server next knows whose reply it is.
+//!
+//! The rules follow PostgreSQL's message flow (src/backend/tcop/postgres.c):
+//! each extended-query message gets one reply (Describe of a statement two),
+//! an ErrorResponse makes the server skip everything up to the next Sync, a
+//! simple Query or FunctionCall ends with ReadyForQuery, and during COPY IN
+//! the server ignores Sync and Flush until CopyDone or CopyFail (libpq and
+//! tokio-postgres send a Sync right after the Execute of a COPY, and another
+//! after CopyDone).
+
+use std::collections::VecDeque;
+
+use crate::protocol::tags::{be, fe};
+
+/// Which reply a message sent to the server earns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// ParseComplete; `id` is the pooler statement being prepared, if named.
+    Parse {
+        /// Statement id to forget if the Parse fails or is skipped.
+        id: Option<u64>,
+    },
+    /// BindComplete.
+    Bind,
+    /// RowDescription or NoData, after a ParameterDescription for a statement.
+    Describe,
+    /// Rows or COPY data, then CommandComplete, EmptyQueryResponse or PortalSuspended.
+    Execute,
+    /// CloseComplete; `evicted` is a statement the pooler is closing.
+    Close {
+        /// Statement id to remember again if this Close is skipped.
+        evicted: Option<u64>,
+    },
+    /// ReadyForQuery.
+    Sync,
+    /// Anything up to ReadyForQuery.
+    Query,
+    /// FunctionCallResponse (or an error) then ReadyForQuery.
+    FunctionCall,
+}
+
+impl Reply {
+    /// The reply a client message of type `tag` earns, if any (Flush and
+    /// COPY data earn none; CopyDone and CopyFail are [`Expect::CopyEnd`]).
+    pub fn for_frontend(tag: u8) -> Option<Reply> {
+        Some(match tag {
+            fe::QUERY => Reply::Query,
+            fe::FUNCTION_CALL => Reply::FunctionCall,
+            fe::SYNC => Reply::Sync,
+            fe::PARSE => Reply::Parse { id: None },
+            fe::BIND => Reply::Bind,
+            fe::DESCRIBE => Reply::Describe,
+            fe::EXECUTE => Reply::Execute,
+            fe::CLOSE => Reply::Close { evicted: None },
+            _ => return None,
+        })
+    }
+
+    /// True for the messages that belong to an extended-protocol batch.
+    fn is_extended(self) -> bool {
+        !matches!(self, Reply::Sync | Reply::Query | Reply::FunctionCall)
+    }
+}
+
+/// A reply the pooler itself owes a client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Synthetic {
+    /// CloseComplete for a Close the pooler answered.
+    CloseComplete,
+    /// ParseComplete for a client's Parse of statement `id`, which the
+    /// backend already had.
+    ParseComplete {
+        /// The pooler statement the client's name maps to.
+        id: u64,
+    },
+    /// An ErrorResponse the pooler raised (a whole message). It travels in
+    /// the queue entry, so an error that skips the entry drops its text too.
+    Error(Box<[u8]>),
+}
+
+/// Who a queued reply is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// A client message: its reply goes to the client.
+    Client(Reply),
+    /// A message the pooler added: its reply is dropped. An error to an
+    /// added Parse or Close still goes to the client, as the error of the
+    /// client message it was added for; an error to the pooler's own
+    /// statement (a [`Reply::Query`]) is kept for the pooler.
+    Injected(Reply),
+    /// A reply the pooler owes the client, due when it reaches the head.
+    Owed(Synthetic),
+    /// The client's CopyDone or CopyFail: no reply; ends a COPY IN.
+    CopyEnd,
+}
+
+/// What to do with one server message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Disposition {
+    /// Pass it to the client.
+    Forward,
+    /// Drop it (the reply to a pooler-added message).
+    Drop,
+}
+
+/// Bookkeeping the prepared-statement cache must apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheFix {
+    /// The statement was not prepared after all.
+    Forget(u64),
+    /// The statement was not closed after all.
+    Restore(u64),
+    /// The client's Parse of statement `id` failed or was skipped: the name
+    /// it defined does not exist, as on PostgreSQL.
+    Undefine(u64),
+}
+
+/// Which way a COPY moves data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CopyDir {
+    /// COPY FROM STDIN: the server reads.
+    In,
+    /// COPY TO STDOUT: the server writes.
+    Out,
+    /// CopyBoth (replication).
+    Both,
+}
+
+/// A server message that fits no owed reply: the books and the server
+/// disagree, so the connection cannot be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unexpected message type \"{}\" from server", .0.escape_ascii())]
+pub struct Unexpected(pub u8);
+
+/// The queue of replies a backend owes.
+#[derive(Debug, Default)]
+pub struct Owed {
+    queue: VecDeque<Expect>,
+    /// An error was seen before the client's Sync was sent: the server
+    /// skips everything it receives until then.
+    skipping: bool,
+    /// The server is in COPY IN and the CopyDone or CopyFail that ends it
+    /// has not been sent yet: Syncs sent meanwhile are ignored by the server.
+    copy_in_open: bool,
+    /// A COPY in progress, from its CopyIn/OutResponse to its CommandComplete or error.
+    copy: Option<CopyDir>,
+    /// Extended-protocol messages sent since the last Sync.
+    unsynced: u32,
+    /// The first error PostgreSQL raised for the pooler's own statements.
+    pooler_error: Option<Box<[u8]>>,
+}
+
+impl Owed {
+    /// True when nothing is owed.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Replies owed.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Extended-protocol messages sent since the last Sync (an open batch).
+    pub fn unsynced(&self) -> u32 {
+        self.unsynced
+    }
+
+    /// The COPY in progress, if any.
+    pub fn copy(&self) -> Option<CopyDir> {
+        self.copy
+    }
+
+    /// The body of the first ErrorResponse to a pooler statement since the
+    /// last call.
+    pub fn take_pooler_error(&mut self) -> Option<Box<[u8]>> {
+        self.pooler_error.take()
+    }
+
+    /// Notes a Flush: no reply, but the batch is open.
+    pub fn flushed(&mut self) {
+        self.unsynced += 1;
+    }
+
+    /// Records a message sent (or answered by the pooler). While the server
+    /// skips to Sync, messages before the Sync get no reply: their cache
+    /// bookkeeping is undone at once via `fixes`.
+    pub fn push(&mut self, e: Expect, fixes: &mut Vec<CacheFix>) {
+        match &e {
+            Expect::CopyEnd => {
+                if std::mem::take(&mut self.copy_in_open) || self.skipping {
+                    return;
+                }
+            }
+            Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync) => {
+                if self.copy_in_open {
+                    // PostgreSQL ignores Sync during COPY IN.
+                    return;
+                }
+                self.unsynced = 0;
+                self.skipping = false;
+            }
+            Expect::Client(r) | Expect::Injected(r) => {
+                if r.is_extended() {
+                    self.unsynced += 1;
+                }
+                if self.skipping {
+                    undo(&e, fixes);
+                    return;
+                }
+            }
+            Expect::Owed(_) => {
+                // Answered for a Parse or Close: part of the batch.
+                self.unsynced += 1;
+                if self.skipping {
+                    undo(&e, fixes);
+                    return;
+                }
+            }
+        }
+        self.queue.push_back(e);
+        self.settle();
+    }
+
+    /// True when the next reply answers a message the pooler added.
+    pub fn head_is_injected(&self) -> bool {
+        matches!(self.queue.front(), Some(Expect::Injected(_)))
+    }
+
+    /// True when a reply the pooler owes is next in line.
+    pub fn synthetic_due(&self) -> bool {
+        matches!(self.queue.front(), Some(Expect::Owed(_)))
+    }
+
+    /// Pops the synthetic replies now at the head of the queue and writes
+    /// them to `out`: they are due.
+    pub fn take_due(&mut self, out: &mut Vec<u8>, fixes: &mut Vec<CacheFix>) {
+        while let Some(Expect::Owed(_)) = self.queue.front() {
+            if let Some(Expect::Owed(s)) = self.queue.pop_front() {
+                match s {
+                    Synthetic::CloseComplete => put_empty(out, be::CLOSE_COMPLETE),
+                    Synthetic::ParseComplete { .. } => put_empty(out, be::PARSE_COMPLETE),
+                    Synthetic::Error(e) => {
+                        out.extend_from_slice(&e);
+                        // As after the server's own errors: skip to Sync.
+                        self.skip_to_sync(fixes);
+                    }
+                }
+            }
+            self.settle();
+        }
+    }
+
+    /// Accounts for one server message of type `tag` (after
+    /// [`Owed::take_due`]); `body` is its body when the caller has it whole
+    /// (only an injected statement's ErrorResponse needs it).
+    pub fn on_server(
+        &mut self,
+        tag: u8,
+        body: Option<&[u8]>,
+        fixes: &mut Vec<CacheFix>,
+    ) -> Result<Disposition, Unexpected> {
+        if be::is_async(tag) {
+            return Ok(Disposition::Forward);
+        }
+        let Some(head) = self.queue.front() else {
+            // A FATAL the server sends on its own (shutdown, termination).
+            return match tag {
+                be::ERROR_RESPONSE => Ok(Disposition::Forward),
+                _ => Err(Unexpected(tag)),
+            };
+        };
+        let (from_client, reply) = match head {
+            Expect::Client(r) => (true, *r),
+            Expect::Injected(r) => (false, *r),
+            Expect::Owed(_) | Expect::CopyEnd => return Err(Unexpected(tag)),
+        };
+        let own = if from_client {
+            Disposition::Forward
+        } else {
+            Disposition::Drop
+        };
+        let done = match (reply, tag) {
+            (
+                Reply::Query | Reply::Execute,
+                be::COPY_IN_RESPONSE | be::COPY_OUT_RESPONSE | be::COPY_BOTH_RESPONSE,
+            ) => {
+                self.copy_started(tag);
+                false
+            }
+            (Reply::Query | Reply::FunctionCall | Reply::Sync, be::READY_FOR_QUERY) => true,
+            (Reply::Query | Reply::FunctionCall, be::ERROR_RESPONSE) => {
+                self.copy_ended();
+                if !from_client && self.pooler_error.is_none() {
+                    self.pooler_error = Some(body.unwrap_or_default().into());
+                }
+                false
+            }
+            (Reply::Query | Reply::FunctionCall, be::COMMAND_COMPLETE) => {
+                self.copy = None;
+                false
+            }
+            (Reply::Query | Reply::FunctionCall, _) => false,
+            // An implicit COMMIT can fail at Sync (deferred constraints).
+            (Reply::Sync, be::ERROR_RESPONSE) => false,
+            (Reply::Sync, _) => return Err(Unexpected(tag)),
+            (_, be::ERROR_RESPONSE) => {
+                self.copy_ended();
+                if let Some(e) = self.queue.pop_front() {
+                    undo(&e, fixes);
+                }
+                self.skip_to_sync(fixes);
+                self.settle();
+                // The error of a Parse or Close the pooler added stands for
+                // the client message it was added for.
+                return Ok(Disposition::Forward);
+            }
+            (Reply::Execute, be::COMMAND_COMPLETE) => {
+                self.copy = None;
+                true
+            }
+            (Reply::Parse { .. }, be::PARSE_COMPLETE)
+            | (Reply::Bind, be::BIND_COMPLETE)
+            | (Reply::Close { .. }, be::CLOSE_COMPLETE)
+            | (Reply::Describe, be::ROW_DESCRIPTION | be::NO_DATA)
+            | (Reply::Execute, be::EMPTY_QUERY_RESPONSE | be::PORTAL_SUSPENDED) => true,
+            (Reply::Describe, be::PARAMETER_DESCRIPTION) => false,
+            (Reply::Execute, be::DATA_ROW | be::COPY_DATA | be::COPY_DONE) => false,
+            _ => return Err(Unexpected(tag)),
+        };
+        if done {
+            self.queue.pop_front();
+            self.settle();
+        }
+        Ok(own)
+    }
+
+    /// The server entered COPY: Syncs the client sent after the COPY's
+    /// message and before its CopyDone/CopyFail are ignored by PostgreSQL.
+    fn copy_started(&mut self, tag: u8) {
+        self.copy = Some(match tag {
+            be::COPY_IN_RESPONSE => CopyDir::In,
+            be::COPY_OUT_RESPONSE => CopyDir::Out,
+            _ => CopyDir::Both,
+        });
+        if tag != be::COPY_IN_RESPONSE {
+            return;
+        }
+        let mut i = 1;
+        while i < self.queue.len() {
+            match self.queue[i] {
+                Expect::CopyEnd => {
+                    self.queue.remove(i);
+                    return;
+                }
+                Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync) => {
+                    self.queue.remove(i);
+                }
+                _ => i += 1,
+            }
+        }
+        self.copy_in_open = true;
+    }
+
+    /// The COPY ended with an error: the server reads messages normally again.
+    fn copy_ended(&mut self) {
+        self.copy = None;
+        self.copy_in_open = false;
+    }
+
+    /// After an error: every entry before the next Sync gets no reply.
+    fn skip_to_sync(&mut self, fixes: &mut Vec<CacheFix>) {
+        while let Some(e) = self.queue.front() {
+            if matches!(
+                e,
+                Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync)
+            ) {
+                return;
+            }
+            if let Some(e) = self.queue.pop_front() {
+                undo(&e, fixes);
+            }
+        }
+        self.skipping = true;
+    }
+
+    /// Drops entries that earn no reply from the head: a CopyEnd whose
+    /// COPY failed before it started, or was ended by the server.
+    fn settle(&mut self) {
+        while matches!(self.queue.front(), Some(Expect::CopyEnd)) {
+            self.queue.pop_front();
+        }
+    }
+}
+
+/// The corrections for an entry that will get no reply (or an error).
+fn undo(e: &Expect, fixes: &mut Vec<CacheFix>) {
+    match e {
+        Expect::Client(Reply::Parse { id: Some(id) }) => {
+            fixes.push(CacheFix::Forget(*id));
+            fixes.push(CacheFix::Undefine(*id));
+        }
+        Expect::Injected(Reply::Parse { id: Some(id) }) => fixes.push(CacheFix::Forget(*id)),
+        Expect::Owed(Synthetic::ParseComplete { id }) => fixes.push(CacheFix::Undefine(*id)),
+        Expect::Injected(Reply::Close { evicted: Some(id) })
+        | Expect::Client(Reply::Close { evicted: Some(id) }) => fixes.push(CacheFix::Restore(*id)),
+        _ => {}
+    }
+}
+
+/// Writes a message with an empty body.
+fn put_empty(out: &mut Vec<u8>, tag: u8) {
+    out.push(tag);
+    out.extend_from_slice(&4u32.to_be_bytes());
+}
+
+#[cfg(test)]
+#[path = "owed_tests.rs"]
+mod tests;

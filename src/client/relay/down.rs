@@ -1,0 +1,229 @@
+//! The server → client direction of the relay.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::AsyncWriteExt;
+
+use super::{is_fatal, Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
+use crate::backend::owed::Disposition;
+use crate::backend::{ParamSet, TxStatus, MAX_INSPECTED};
+use crate::protocol::scan::{Scanner, Step};
+use crate::protocol::tags::be;
+use crate::protocol::FrameBuf;
+use crate::stream::{fill, ReadHalf, WriteHalf};
+
+pub(super) struct Down<'s, 'b> {
+    pub(super) shared: &'s Mutex<Shared<'b>>,
+    pub(super) flags: &'s Flags,
+    pub(super) progress: &'s Progress,
+    pub(super) release_at_idle: bool,
+    pub(super) statement: bool,
+}
+
+/// What one pass over the buffered server bytes found.
+struct Chunk {
+    pos: usize,
+    modified: bool,
+    exchange_done: bool,
+}
+
+impl Down<'_, '_> {
+    pub(super) async fn run(
+        self,
+        br: &mut ReadHalf<'_>,
+        cw: &mut WriteHalf<'_>,
+        (buf, scan): (&mut FrameBuf, &mut Scanner),
+        mut client_params: Option<&mut Arc<ParamSet>>,
+        meter: &mut Meter<'_>,
+    ) -> TxnEnd {
+        let mut out: Vec<u8> = Vec::new();
+        let mut fatal = false;
+        // One registration for the whole relay, renewed only when it fires.
+        let due = self.flags.due.notified();
+        tokio::pin!(due);
+        loop {
+            if let Some(end) = self.check_idle(buf, scan) {
+                return end;
+            }
+            let chunk = self.scan_chunk(
+                buf,
+                scan,
+                &mut out,
+                client_params.as_deref_mut(),
+                &mut fatal,
+            );
+            let Chunk {
+                pos,
+                modified,
+                exchange_done,
+            } = match chunk {
+                Ok(c) => c,
+                Err(why) => return TxnEnd::Ended(RelayEnd::BackendGone(why)),
+            };
+            if pos > 0 || modified {
+                let data: &[u8] = if modified {
+                    &out
+                } else {
+                    &buf.readable()[..pos]
+                };
+                if cw.write_all(data).await.is_err() {
+                    return TxnEnd::Ended(RelayEnd::ClientGone);
+                }
+                meter.sent_to_client(pos as u64);
+                buf.consume(pos);
+                out.clear();
+                if exchange_done {
+                    meter.exchange_done(self.progress);
+                }
+                continue;
+            }
+            tokio::select! {
+                r = fill(br, buf) => {
+                    if let Err(e) = r {
+                        if fatal {
+                            return TxnEnd::Ended(RelayEnd::BackendFatal);
+                        }
+                        return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
+                    }
+                }
+                _ = &mut due => due.set(self.flags.due.notified()),
+            }
+        }
+    }
+
+    /// The end of this relay if the backend can be given back now (or a
+    /// statement-mode client opened a transaction).
+    fn check_idle(&self, buf: &FrameBuf, scan: &Scanner) -> Option<TxnEnd> {
+        if !self.release_at_idle && !self.statement {
+            return None;
+        }
+        let s = self.shared.lock().ok()?;
+        let owed = s.ledger.owed();
+        if !owed.is_empty() || owed.unsynced() != 0 || !buf.is_empty() || !scan.at_boundary() {
+            return None;
+        }
+        if self.flags.writing.load(Ordering::Relaxed)
+            || self.flags.client_mid.load(Ordering::Relaxed)
+        {
+            return None;
+        }
+        if s.ledger.tx() != TxStatus::Idle {
+            return self
+                .statement
+                .then_some(TxnEnd::Ended(RelayEnd::TransactionInStatementMode));
+        }
+        (self.release_at_idle && s.pin.is_none()).then_some(TxnEnd::Idle)
+    }
+
+    /// Walks the buffered server bytes: accounts every message in the
+    /// ledger, drops the replies to the pooler's own messages, and slips in
+    /// the replies the pooler owes where they are due.
+    fn scan_chunk(
+        &self,
+        buf: &mut FrameBuf,
+        scan: &mut Scanner,
+        out: &mut Vec<u8>,
+        mut client_params: Option<&mut Arc<ParamSet>>,
+        fatal: &mut bool,
+    ) -> Result<Chunk, String> {
+        let mut s = self.shared.lock().map_err(|_| "poisoned".to_string())?;
+        let mut exchange_done = false;
+        let mut pos = 0;
+        let mut run = 0;
+        let mut modified = false;
+        let Shared { ledger, fixes, .. } = &mut *s;
+        let before = out.len();
+        ledger.take_due(out, fixes);
+        modified |= out.len() > before;
+        loop {
+            let data = buf.readable();
+            // The reply to a pooler message is read whole so it can be dropped.
+            let injected = s.ledger.owed().head_is_injected();
+            let inspect = |t| injected || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS);
+            let step = scan
+                .step_capped(data, pos, inspect, MAX_INSPECTED)
+                .map_err(|v| format!("server sent garbage: {v}"))?;
+            let (tag, start, end, whole) = match step {
+                Step::NeedMore => break,
+                Step::Continuation { end } => {
+                    pos = end;
+                    continue;
+                }
+                Step::Whole { tag, start, end } => (tag, start, end, true),
+                Step::Header { tag, start, end } => (tag, start, end, false),
+            };
+            let Shared { ledger, fixes, .. } = &mut *s;
+            if ledger.owed().synthetic_due() {
+                out.extend_from_slice(&data[run..start]);
+                ledger.take_due(out, fixes);
+                run = start;
+                modified = true;
+            }
+            let body = &data[start + 5..end];
+            let disposition = ledger.on_message(tag, whole.then_some(body), fixes)?;
+            s.apply_fixes();
+            match tag {
+                be::READY_FOR_QUERY => {
+                    let idle = s.ledger.owed().is_empty();
+                    let in_tx = s.ledger.tx() != TxStatus::Idle;
+                    if in_tx && idle {
+                        self.flags.idle_in_tx.notify_waiters();
+                    }
+                    if idle {
+                        // Every Parse sent so far is answered.
+                        s.defined.clear();
+                        s.cache_doubt = false;
+                        exchange_done = true;
+                    }
+                }
+                be::PARAMETER_STATUS if whole => {
+                    if let Some(p) = client_params.as_deref_mut() {
+                        Arc::make_mut(p).apply_status(body);
+                    }
+                }
+                be::ERROR_RESPONSE => {
+                    // Severity comes first in PostgreSQL's errors, so the
+                    // buffered head of even an oversized one tells.
+                    *fatal |= is_fatal(body);
+                    if s.cache_doubt {
+                        s.ledger.break_with(
+                            "a DISCARD ALL or DEALLOCATE ALL failed: prepared statements unknown",
+                        );
+                    }
+                }
+                _ => {}
+            }
+            // A statement-mode client that opened a transaction block gets
+            // the FATAL, not a ReadyForQuery that says the BEGIN worked.
+            let refused_tx =
+                self.statement && tag == be::READY_FOR_QUERY && s.ledger.tx() != TxStatus::Idle;
+            if disposition == Disposition::Drop || refused_tx {
+                if !whole {
+                    return Err("oversized reply to a pooler message".into());
+                }
+                out.extend_from_slice(&data[run..start]);
+                run = end;
+                modified = true;
+            }
+            pos = end;
+        }
+        let Shared { ledger, fixes, .. } = &mut *s;
+        if ledger.owed().synthetic_due() {
+            out.extend_from_slice(&buf.readable()[run..pos]);
+            ledger.take_due(out, fixes);
+            run = pos;
+            modified = true;
+        }
+        s.apply_fixes();
+        drop(s);
+        if modified && run < pos {
+            out.extend_from_slice(&buf.readable()[run..pos]);
+        }
+        Ok(Chunk {
+            pos,
+            modified,
+            exchange_done,
+        })
+    }
+}

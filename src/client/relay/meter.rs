@@ -1,0 +1,138 @@
+//! How a relay ended, and its transfer accounting.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::protocol::frontend::split_cstr;
+use crate::protocol::Violation;
+use crate::stats::{Class, SessionTransfer, Stats, FLUSH_INTERVAL};
+
+/// How a relay ended.
+#[derive(Debug)]
+pub enum RelayEnd {
+    /// The client sent Terminate.
+    Terminated,
+    /// The client closed its socket or its socket failed.
+    ClientGone,
+    /// The client broke the protocol; the text goes into a FATAL 08P01.
+    ClientViolation(Violation),
+    /// The server closed, failed, or broke the protocol.
+    BackendGone(String),
+    /// The server sent a FATAL error (already relayed to the client) and closed.
+    BackendFatal,
+    /// The client sat idle inside a transaction past `idle_transaction_timeout`.
+    IdleInTransaction,
+    /// A statement-pooling client opened a transaction block.
+    TransactionInStatementMode,
+}
+
+/// What the two directions share for the meter (uncontended atomics: both
+/// directions run in one task): bytes in, and when an exchange started.
+pub(crate) struct Progress {
+    /// Bytes client → server not yet handed to the meter.
+    pub(crate) bytes_in: AtomicU64,
+    /// When the exchange in flight began, in ns after `epoch` plus one (0: none).
+    exchange_start: AtomicU64,
+    epoch: Instant,
+}
+
+impl Progress {
+    pub(crate) fn new() -> Self {
+        Progress {
+            bytes_in: AtomicU64::new(0),
+            exchange_start: AtomicU64::new(0),
+            epoch: Instant::now(),
+        }
+    }
+
+    pub(crate) fn mark_start(&self) {
+        if self.exchange_start.load(Ordering::Relaxed) == 0 {
+            let ns = self.epoch.elapsed().as_nanos() as u64 + 1;
+            self.exchange_start.store(ns, Ordering::Relaxed);
+        }
+    }
+
+    /// Ends the exchange in flight; its duration, if one had started.
+    fn take_exchange(&self) -> Option<Duration> {
+        match self.exchange_start.swap(0, Ordering::Relaxed) {
+            0 => None,
+            start => Some(
+                self.epoch
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(start - 1)),
+            ),
+        }
+    }
+}
+
+/// A session's transfer accounting, handed to the collector when the session
+/// ends and at most once per [`FLUSH_INTERVAL`] while it runs.
+pub struct Meter<'a> {
+    stats: &'a Stats,
+    classes: [Class; 2],
+    pending: SessionTransfer,
+    /// Bytes of the response in flight so far.
+    exchange_bytes: u64,
+    last_flush: Instant,
+    /// Totals for the session's log line.
+    pub total: SessionTransfer,
+}
+
+impl<'a> Meter<'a> {
+    /// A meter for a session of client class `client` on a backend of class `backend`.
+    pub fn new(stats: &'a Stats, client: Class, backend: Class) -> Self {
+        Meter {
+            stats,
+            classes: [client, backend],
+            pending: SessionTransfer::default(),
+            exchange_bytes: 0,
+            last_flush: Instant::now(),
+            total: SessionTransfer::default(),
+        }
+    }
+
+    pub(crate) fn exchange_done(&mut self, progress: &Progress) {
+        if let Some(busy) = progress.take_exchange() {
+            self.pending.exchange(self.exchange_bytes, busy);
+        }
+        self.exchange_bytes = 0;
+        if self.last_flush.elapsed() >= FLUSH_INTERVAL {
+            // Bytes in must go with bytes out, or a long session's rate
+            // would show only one direction until it ends.
+            self.flush(Some(&progress.bytes_in));
+        }
+    }
+
+    /// Counts bytes relayed to the client.
+    pub(crate) fn sent_to_client(&mut self, n: u64) {
+        self.exchange_bytes += n;
+        self.pending.bytes_out += n;
+    }
+
+    /// Hands the counters to the collector.
+    pub fn flush(&mut self, progress: Option<&AtomicU64>) {
+        if let Some(bytes_in) = progress {
+            self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
+        }
+        for class in self.classes {
+            self.stats.transfer(class, &self.pending);
+        }
+        self.total.merge(&self.pending);
+        self.pending = SessionTransfer::default();
+        self.last_flush = Instant::now();
+    }
+}
+
+/// True for an ErrorResponse whose severity ends the session.
+pub(crate) fn is_fatal(mut body: &[u8]) -> bool {
+    while let Some((&code, rest)) = body.split_first() {
+        let Some((value, after)) = split_cstr(rest) else {
+            return false;
+        };
+        if code == b'V' || code == b'S' {
+            return value == b"FATAL" || value == b"PANIC";
+        }
+        body = after;
+    }
+    false
+}

@@ -1,0 +1,258 @@
+//! The relay, one for every pool mode: moving bytes between a client and
+//! its backend, both directions at once, with every message accounted in
+//! the backend's [`Ledger`] so the pooler always knows whose reply comes
+//! next and what the backend is doing.
+//!
+//! Each direction reads a large chunk into a reused buffer, walks the
+//! message headers in place, and forwards unchanged runs straight from the
+//! read buffer; only a chunk with a rewritten, added or answered message is
+//! copied. Running the two directions concurrently (rather than one
+//! `select!` that writes inline) keeps a server that streams results while
+//! the client streams input from deadlocking against the pooler.
+//!
+//! Session pooling is this relay pinned, with rewriting off: the client's
+//! messages are only accounted. Transaction and statement pooling add the
+//! [`Rewriter`] (statement names, pinning) and end the relay the moment the
+//! backend is idle with nothing owed.
+
+mod down;
+mod meter;
+mod up;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+
+pub(crate) use meter::{is_fatal, Progress};
+pub use meter::{Meter, RelayEnd};
+
+use super::txn::rewrite::{Pin, Rewriter};
+use crate::backend::owed::{CacheFix, Expect, Reply};
+use crate::backend::{Ledger, Link, ParamSet};
+use crate::protocol::scan::Scanner;
+use crate::protocol::tags::fe;
+use crate::protocol::FrameBuf;
+use crate::stream::{ReadHalf, WriteHalf};
+use down::Down;
+use up::Up;
+
+/// Largest client message read whole to be rewritten or classified.
+pub const WHOLE_CAP: usize = 1 << 20;
+/// Of a client message too large to read whole, how much must be buffered
+/// before it is looked at: enough for the names at the start of a Bind or
+/// Parse (PostgreSQL truncates identifiers to 63 bytes; longer names are
+/// still valid statement names, but not this long).
+pub const PREFIX_CAP: usize = 64 * 1024;
+
+/// How the relay should behave.
+pub struct Mode<'r, 'x> {
+    /// Return as soon as the backend is idle (false: session pooling, or a
+    /// pinned client).
+    pub release_at_idle: bool,
+    /// Statement pooling: a transaction block is refused.
+    pub statement: bool,
+    /// Close a client that sits idle inside a transaction this long.
+    pub idle_tx_timeout: Option<Duration>,
+    /// Transaction pooling's rewriting; `None` in session pooling.
+    pub rewriter: Option<&'r mut Rewriter<'x>>,
+    /// The parameters the client was shown, kept current from the
+    /// server's reports (transaction pooling: they follow the client).
+    pub client_params: Option<&'r mut Arc<ParamSet>>,
+    /// Who the client is, for whose unnamed statement the backend holds.
+    pub client_id: u64,
+}
+
+/// How a relay over one backend ended.
+#[derive(Debug)]
+pub enum TxnEnd {
+    /// The backend is idle and owes nothing: give it back.
+    Idle,
+    /// The client or server ended (or the relay must end).
+    Ended(RelayEnd),
+}
+
+/// What the relay learnt about the client while it held the backend.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Left {
+    /// Why the client must keep this backend, if it must.
+    pub pin: Option<Pin>,
+}
+
+/// State both directions share while a client holds a backend: the
+/// backend's ledger, and what belongs to this client's hold of it.
+pub struct Shared<'l> {
+    /// The backend's protocol state.
+    pub ledger: &'l mut Ledger,
+    /// Cache corrections for the client (`Undefine`).
+    pub fixes: Vec<CacheFix>,
+    /// Set once the client must keep this backend.
+    pub pin: Option<Pin>,
+    /// A client's DISCARD ALL / DEALLOCATE ALL is in flight: if it fails,
+    /// nobody knows what is left prepared, so the backend is closed.
+    pub cache_doubt: bool,
+    /// Names the client defined in batches not yet answered, with their ids.
+    pub defined: Vec<(u64, Box<[u8]>)>,
+    /// Names whose Parse failed or was skipped: the up direction forgets them.
+    pub undefined: Vec<Box<[u8]>>,
+    /// After an error the pooler raised itself, the client's messages up
+    /// to its Sync are dropped, as the server drops them after its own.
+    pub skipping_to_sync: bool,
+    /// The client holding the backend.
+    pub client_id: u64,
+}
+
+impl<'l> Shared<'l> {
+    /// Fresh client-side state over a backend's ledger.
+    pub fn new(ledger: &'l mut Ledger, client_id: u64) -> Self {
+        Shared {
+            ledger,
+            fixes: Vec::new(),
+            pin: None,
+            cache_doubt: false,
+            defined: Vec::new(),
+            undefined: Vec::new(),
+            skipping_to_sync: false,
+            client_id,
+        }
+    }
+
+    /// Records a message sent (or answered); moves the client's own cache
+    /// corrections to `undefined`.
+    pub fn push(&mut self, e: Expect) {
+        self.ledger.push(e, &mut self.fixes);
+        self.apply_fixes();
+    }
+
+    /// Moves names whose Parse failed or was skipped to `undefined`.
+    pub fn apply_fixes(&mut self) {
+        for f in self.fixes.drain(..) {
+            if let CacheFix::Undefine(id) = f {
+                if let Some(at) = self.defined.iter().position(|(d, _)| *d == id) {
+                    let (_, name) = self.defined.swap_remove(at);
+                    self.undefined.push(name);
+                }
+            }
+        }
+    }
+
+    /// Pins the client (the first reason wins).
+    pub fn pin(&mut self, p: Pin) {
+        if self.pin.is_none() {
+            self.pin = Some(p);
+        }
+    }
+}
+
+/// Accounts a client message the pooler does not rewrite: the reply it
+/// earns, if any.
+pub fn account_plain(tag: u8, shared: &mut Shared<'_>) {
+    match tag {
+        fe::FLUSH => shared.ledger.flushed(),
+        fe::COPY_DONE | fe::COPY_FAIL => shared.push(Expect::CopyEnd),
+        fe::SYNC => {
+            shared.ledger.prepared().next_batch();
+            shared.push(Expect::Client(Reply::Sync));
+        }
+        t => {
+            if let Some(r) = Reply::for_frontend(t) {
+                shared.push(Expect::Client(r));
+            }
+        }
+    }
+}
+
+/// Flags the directions share besides the [`Shared`] state.
+struct Flags {
+    /// The up direction is in the middle of a write to the server.
+    writing: AtomicBool,
+    /// The client is in the middle of a message part of which went out.
+    client_mid: AtomicBool,
+    /// Synthetic replies were queued: the down direction must send them.
+    due: Notify,
+    /// The server went idle inside a transaction: the client's clock starts.
+    idle_in_tx: Notify,
+}
+
+/// Relays one client over one backend until the backend can be given back
+/// (transaction pooling) or the session ends.
+pub async fn relay(
+    (cr, cw): (&mut ReadHalf<'_>, &mut WriteHalf<'_>),
+    cbuf: &mut FrameBuf,
+    cscan: &mut Scanner,
+    link: &mut Link,
+    meter: &mut Meter<'_>,
+    mode: Mode<'_, '_>,
+) -> (TxnEnd, Left) {
+    let parts = link.relay_parts();
+    let shared = Mutex::new(Shared::new(parts.ledger, mode.client_id));
+    let flags = Flags {
+        writing: AtomicBool::new(false),
+        client_mid: AtomicBool::new(!cscan.at_boundary()),
+        due: Notify::new(),
+        idle_in_tx: Notify::new(),
+    };
+    let progress = Progress::new();
+    let (mut br, mut bw) = parts.stream.split();
+    let Mode {
+        release_at_idle,
+        statement,
+        idle_tx_timeout,
+        mut rewriter,
+        client_params,
+        ..
+    } = mode;
+    let end = {
+        let up = Up {
+            shared: &shared,
+            flags: &flags,
+            progress: &progress,
+            rewriter: rewriter.as_deref_mut(),
+            idle_tx_timeout,
+        }
+        .run(cr, &mut bw, cbuf, cscan, parts.queued);
+        let down = Down {
+            shared: &shared,
+            flags: &flags,
+            progress: &progress,
+            release_at_idle,
+            statement,
+        }
+        .run(
+            &mut br,
+            cw,
+            (parts.buf, parts.scanner),
+            client_params,
+            meter,
+        );
+        // Up first: it forwards what the client already sent before down
+        // can decide the backend is idle.
+        tokio::select! {
+            biased;
+            end = up => TxnEnd::Ended(end),
+            end = down => end,
+        }
+    };
+    meter.flush(Some(&progress.bytes_in));
+    let mut s = match shared.into_inner() {
+        Ok(s) => s,
+        Err(p) => p.into_inner(),
+    };
+    if flags.writing.load(Ordering::Relaxed) {
+        s.ledger.break_with("a write to the server was cut short");
+    }
+    if let TxnEnd::Ended(RelayEnd::BackendGone(why)) = &end {
+        s.ledger.break_with(why.clone());
+    }
+    if let TxnEnd::Ended(RelayEnd::BackendFatal) = &end {
+        s.ledger.break_with("the server ended the session");
+    }
+    s.ledger.set_sent_partial(!cscan.at_boundary());
+    if let Some(rw) = rewriter {
+        // Names whose Parse failed in this relay's last replies.
+        rw.forget_undefined(&mut s);
+    }
+    let left = Left { pin: s.pin };
+    (end, left)
+}
