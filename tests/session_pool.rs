@@ -264,24 +264,22 @@ fn parameter_status_through_a_reused_backend_equals_a_direct_connection() {
 }
 
 #[test]
-fn backend_key_data_is_the_poolers_own_and_stale_keys_cancel_nothing() {
+fn backend_key_data_has_the_real_pid_and_a_secret_of_the_poolers_and_stale_keys_cancel_nothing() {
     let pg = PgCluster::shared();
     let pooler = one_backend(pg);
     for t in Transport::ALL {
         let (mut first, s1) = raw_login(&pooler.endpoint(t), &[]);
         let real_pid = backend_pid(&mut first);
         let key1 = s1.key.expect("BackendKeyData");
-        assert_ne!(
-            key1.0, real_pid,
-            "the backend's real pid is shown to the client"
-        );
+        assert_eq!(key1.0, real_pid, "session pooling shows the real pid");
         first.terminate();
         drop(first);
 
         let (mut second, s2) = raw_login(&pooler.endpoint(t), &[]);
         assert_eq!(backend_pid(&mut second), real_pid);
         let key2 = s2.key.expect("BackendKeyData");
-        assert_ne!(key2.0, real_pid);
+        assert_eq!(key2.0, real_pid);
+        assert_ne!(key2.1, key1.1, "each client gets a secret of its own");
 
         // The first client's key must not cancel the second client's query.
         second

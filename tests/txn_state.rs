@@ -1382,7 +1382,9 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
     .unwrap();
     check_b("after A's connection dropped inside a transaction").await;
 
-    // Killed in the middle of a long query inside a transaction.
+    // Killed in the middle of a query inside a transaction: the query is
+    // carried out (never cancelled), then the backend is drained, rolled
+    // back and reset before B gets it.
     let ep3 = ep.clone();
     tokio::task::spawn_blocking(move || {
         let mut c = RawConn::connect(&ep3);
@@ -1393,7 +1395,7 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
         .unwrap();
         c.send(&ext::query(
             "BEGIN; INSERT INTO state_left VALUES (3); \
-             LOCK TABLE state_left IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60)",
+             LOCK TABLE state_left IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2)",
         ))
         .unwrap();
         // Let the query start, then vanish.

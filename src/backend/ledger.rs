@@ -85,10 +85,8 @@ impl Ledger {
                 self.tx = TxStatus::from_byte(b).ok_or("invalid ReadyForQuery status")?;
             }
             (be::READY_FOR_QUERY, _) => return Err("invalid ReadyForQuery".into()),
-            (be::PARAMETER_STATUS, Some(b)) => {
-                if !self.params.apply_status(b) {
-                    return Err("invalid ParameterStatus".into());
-                }
+            (be::PARAMETER_STATUS, Some(b)) if !self.params.apply_status(b) => {
+                return Err("invalid ParameterStatus".into());
             }
             _ => {}
         }
