@@ -15,6 +15,7 @@ pub mod auth;
 pub mod backend;
 pub mod client;
 pub mod config;
+pub mod fuzzing;
 pub mod listener;
 pub mod pool;
 pub mod pooler;

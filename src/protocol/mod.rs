@@ -9,6 +9,7 @@
 
 pub mod codec;
 pub mod frontend;
+pub mod messages;
 pub mod scan;
 pub mod server;
 pub mod sql;
