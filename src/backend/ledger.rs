@@ -9,7 +9,7 @@ use super::prepared::PreparedCache;
 use super::ParamSet;
 use crate::protocol::tags::be;
 
-pub use crate::backend::session::TxStatus;
+pub use crate::protocol::messages::TxStatus;
 
 /// One backend connection's protocol bookkeeping.
 pub struct Ledger {

@@ -8,7 +8,8 @@ use bytes::BytesMut;
 use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::session::{parse_error_fields, TxStatus};
+use super::session::parse_error_fields;
+use super::TxStatus;
 use super::{
     BackendError, BackendTarget, CancelGate, CancelTarget, Credentials, Link, MAX_INSPECTED,
 };

@@ -7,43 +7,11 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 use super::owed::{Expect, Reply};
-use super::{BackendError, Departure, HandOff, Link, ServerError, MAX_INSPECTED};
+use super::{BackendError, Departure, HandOff, Link, ServerError, TxStatus, MAX_INSPECTED};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::scan::Step;
 use crate::protocol::tags::be;
 use crate::stream::fill;
-
-/// Transaction status from ReadyForQuery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxStatus {
-    /// `I`: not in a transaction.
-    Idle,
-    /// `T`: in a transaction block.
-    InTransaction,
-    /// `E`: in a failed transaction block.
-    Failed,
-}
-
-impl TxStatus {
-    /// Decodes the status byte.
-    pub fn from_byte(b: u8) -> Option<TxStatus> {
-        match b {
-            b'I' => Some(TxStatus::Idle),
-            b'T' => Some(TxStatus::InTransaction),
-            b'E' => Some(TxStatus::Failed),
-            _ => None,
-        }
-    }
-
-    /// The status byte.
-    pub fn as_byte(self) -> u8 {
-        match self {
-            TxStatus::Idle => b'I',
-            TxStatus::InTransaction => b'T',
-            TxStatus::Failed => b'E',
-        }
-    }
-}
 
 /// Reads severity, SQLSTATE and message out of an ErrorResponse body.
 pub fn parse_error_fields(mut body: &[u8]) -> ServerError {
@@ -254,13 +222,5 @@ mod tests {
         assert_eq!(e.code, "XX000");
         let e = parse_error_fields(b"");
         assert_eq!(e.message, "");
-    }
-
-    #[test]
-    fn tx_status_round_trips() {
-        for b in [b'I', b'T', b'E'] {
-            assert_eq!(TxStatus::from_byte(b).map(TxStatus::as_byte), Some(b));
-        }
-        assert_eq!(TxStatus::from_byte(b'x'), None);
     }
 }

@@ -5,9 +5,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::io::AsyncWriteExt;
 
-use super::{is_fatal, Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
+use super::{Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
 use crate::backend::owed::Disposition;
 use crate::backend::{ParamSet, TxStatus, MAX_INSPECTED};
+use crate::protocol::messages::Fields;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::tags::be;
 use crate::protocol::FrameBuf;
@@ -185,7 +186,7 @@ impl Down<'_, '_> {
                 be::ERROR_RESPONSE => {
                     // Severity comes first in PostgreSQL's errors, so the
                     // buffered head of even an oversized one tells.
-                    *fatal |= is_fatal(body);
+                    *fatal |= Fields::new(body).is_fatal();
                     if s.cache_doubt {
                         s.ledger.break_with(
                             "a DISCARD ALL or DEALLOCATE ALL failed: prepared statements unknown",

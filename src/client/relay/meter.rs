@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::protocol::frontend::split_cstr;
 use crate::protocol::Violation;
 use crate::stats::{Class, SessionTransfer, Stats, FLUSH_INTERVAL};
 
@@ -121,18 +120,4 @@ impl<'a> Meter<'a> {
         self.pending = SessionTransfer::default();
         self.last_flush = Instant::now();
     }
-}
-
-/// True for an ErrorResponse whose severity ends the session.
-pub(crate) fn is_fatal(mut body: &[u8]) -> bool {
-    while let Some((&code, rest)) = body.split_first() {
-        let Some((value, after)) = split_cstr(rest) else {
-            return false;
-        };
-        if code == b'V' || code == b'S' {
-            return value == b"FATAL" || value == b"PANIC";
-        }
-        body = after;
-    }
-    false
 }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-pub(crate) use meter::{is_fatal, Progress};
+pub(crate) use meter::Progress;
 pub use meter::{Meter, RelayEnd};
 
 use super::txn::rewrite::{Pin, Rewriter};
