@@ -9,10 +9,10 @@ use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::session::parse_error_fields;
-use super::TxStatus;
 use super::{
     BackendError, BackendTarget, CancelGate, CancelTarget, Credentials, Link, MAX_INSPECTED,
 };
+use super::{LinkStatus, TxStatus};
 use crate::auth::{
     md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramCredential,
     ScramKeys, ServerFirst,
@@ -70,6 +70,13 @@ impl Link {
         be.timings.auth = authed - connected;
         read_until_ready(&mut be).await?;
         be.timings.ready = authed.elapsed();
+        // Nobody holds the status yet: publish the real pid and TLS state.
+        be.status = Arc::new(LinkStatus::new(
+            be.id,
+            be.cancel.pid,
+            be.transport,
+            be.stream.is_tls(),
+        ));
         Ok(be)
     }
 }

@@ -8,6 +8,7 @@ mod login;
 pub mod owed;
 pub mod prepared;
 mod session;
+mod status;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +31,7 @@ use crate::tls::Transport;
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
 pub use ledger::{Ledger, TxStatus};
 pub use session::parse_error_fields;
+pub use status::{LinkStatus, ServerInfo, ServerState};
 
 /// Initial server-to-client relay buffer of each backend; it grows to
 /// [`MAX_INSPECTED`] while data streams. Large reads keep
@@ -212,7 +214,8 @@ pub struct Link {
     cancel: CancelTarget,
     opened_at: Instant,
     timings: BackendTimings,
-    clients_served: u64,
+    /// What SHOW and the metrics read; written only by this link.
+    status: Arc<LinkStatus>,
     /// Statements the pooler queued to go out ahead of the next client bytes.
     queued: BytesMut,
     /// The startup packet carried a client's application_name (a pool hint),
@@ -243,8 +246,10 @@ impl Link {
                 .map_or(cancel.target.transport(), |a| Transport::for_tcp_peer(&a)),
             _ => cancel.target.transport(),
         };
+        let id = NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed);
         Link {
-            id: NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            status: Arc::new(LinkStatus::new(id, 0, transport, false)),
             transport,
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
@@ -252,7 +257,6 @@ impl Link {
             cancel,
             opened_at: Instant::now(),
             timings: BackendTimings::default(),
-            clients_served: 0,
             queued: BytesMut::new(),
             hinted_app_name: false,
             ledger: Ledger::new(200),
@@ -286,12 +290,27 @@ impl Link {
 
     /// Client sessions served so far.
     pub fn clients_served(&self) -> u64 {
-        self.clients_served
+        self.status.served()
     }
 
-    /// Counts one more client.
-    pub fn served_one_more(&mut self) {
-        self.clients_served += 1;
+    /// What the link publishes about itself.
+    pub fn status(&self) -> &Arc<LinkStatus> {
+        &self.status
+    }
+
+    /// Lent to client `client`.
+    pub fn lent_to(&self, client: u64) {
+        self.status.set(ServerState::Active, Some(client));
+    }
+
+    /// A client is done with it; it is being drained or reset.
+    pub fn settling(&self) {
+        self.status.set(ServerState::Resetting, None);
+    }
+
+    /// Back in the pool, clean.
+    pub fn pooled(&self) {
+        self.status.set(ServerState::Idle, None);
     }
 
     /// The startup packet carried a client's application_name.

@@ -7,7 +7,6 @@ use deadpool::managed::Object;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::manager::BackendManager;
-use super::servers::ServerState;
 use super::Pool;
 use crate::backend::{Departure, HandOff, Link};
 
@@ -44,7 +43,6 @@ impl Lease {
             return;
         };
         let permit = self.permit.take();
-        let id = obj.backend.id();
         match obj.backend.hand_off(how) {
             HandOff::Close(why) => {
                 discard(obj, &why);
@@ -57,7 +55,7 @@ impl Lease {
                 }
                 obj.clean = true;
                 obj.idle_since = Instant::now();
-                self.pool.servers().set_state(id, ServerState::Idle, None);
+                obj.backend.pooled();
                 drop(obj);
                 drop(permit);
                 return;
@@ -65,7 +63,7 @@ impl Lease {
             HandOff::Drain | HandOff::Reset => {}
         }
         let pool = self.pool.clone();
-        pool.servers().set_state(id, ServerState::Resetting, None);
+        obj.backend.settling();
         tokio::spawn(async move {
             let settled = obj
                 .backend
@@ -76,7 +74,7 @@ impl Lease {
                 Ok(()) => {
                     obj.clean = true;
                     obj.idle_since = Instant::now();
-                    pool.servers().set_state(id, ServerState::Idle, None);
+                    obj.backend.pooled();
                     drop(obj);
                 }
                 Err(why) => discard(obj, &why),

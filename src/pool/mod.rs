@@ -252,9 +252,7 @@ impl Pool {
             }
         };
         obj.clean = false;
-        obj.backend.served_one_more();
-        self.servers()
-            .set_state(obj.backend.id(), ServerState::Active, Some(client_id));
+        obj.backend.lent_to(client_id);
         Ok(Lease {
             obj: Some(obj),
             pool: self.clone(),

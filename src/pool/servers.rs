@@ -1,62 +1,19 @@
-//! What each open backend is doing, for SHOW SERVERS. Updated at connect,
-//! checkout, release and close — never per message.
+//! The open backends of one pool, for SHOW SERVERS, SHOW POOLS and the
+//! metrics. Each entry is the link's own published status ([`LinkStatus`]),
+//! not a copy the pool keeps: the map changes only at connect and close.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
-use std::time::SystemTime;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::Link;
-use crate::tls::Transport;
-
-/// What a backend is doing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerState {
-    /// In the pool, clean.
-    Idle,
-    /// Lent to a client.
-    Active,
-    /// Being rolled back / reset after a client left.
-    Resetting,
-}
-
-impl ServerState {
-    /// PgBouncer-style state name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Idle => "idle",
-            ServerState::Active => "active",
-            ServerState::Resetting => "used",
-        }
-    }
-}
-
-/// One open backend.
-#[derive(Debug, Clone)]
-pub struct ServerInfo {
-    /// pgharbor's backend id.
-    pub id: u64,
-    /// PostgreSQL's process id.
-    pub pid: i32,
-    /// How it is reached.
-    pub transport: Transport,
-    /// Whether TLS is in use.
-    pub tls: bool,
-    /// When it was opened.
-    pub connected_at: SystemTime,
-    /// What it is doing.
-    pub state: ServerState,
-    /// The client holding it, if any.
-    pub client: Option<u64>,
-    /// Client logins it has served.
-    pub logins_served: u64,
-}
+pub use crate::backend::{LinkStatus, ServerInfo, ServerState};
 
 /// The open backends of one pool.
 #[derive(Debug, Default)]
-pub struct ServerRegistry(Mutex<BTreeMap<u64, ServerInfo>>);
+pub struct ServerRegistry(Mutex<BTreeMap<u64, Arc<LinkStatus>>>);
 
 impl ServerRegistry {
-    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, ServerInfo>) -> R) -> R {
+    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, Arc<LinkStatus>>) -> R) -> R {
         match self.0.lock() {
             Ok(mut m) => f(&mut m),
             Err(p) => f(&mut p.into_inner()),
@@ -65,30 +22,8 @@ impl ServerRegistry {
 
     /// Records a newly opened backend.
     pub fn opened(&self, b: &Link) {
-        let info = ServerInfo {
-            id: b.id(),
-            pid: b.cancel().pid,
-            transport: b.transport(),
-            tls: b.is_tls(),
-            connected_at: SystemTime::now(),
-            state: ServerState::Idle,
-            client: None,
-            logins_served: 0,
-        };
-        self.with(|m| m.insert(b.id(), info));
-    }
-
-    /// Records a state change; `client` is the new holder (Active only).
-    pub fn set_state(&self, id: u64, state: ServerState, client: Option<u64>) {
-        self.with(|m| {
-            if let Some(s) = m.get_mut(&id) {
-                if state == ServerState::Active {
-                    s.logins_served += 1;
-                }
-                s.state = state;
-                s.client = client;
-            }
-        });
+        let status = b.status().clone();
+        self.with(|m| m.insert(b.id(), status));
     }
 
     /// Forgets a closed backend.
@@ -98,40 +33,21 @@ impl ServerRegistry {
 
     /// A copy of every entry.
     pub fn list(&self) -> Vec<ServerInfo> {
-        self.with(|m| m.values().cloned().collect())
+        self.with(|m| m.values().map(|s| s.snapshot()).collect())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn info(id: u64) -> ServerInfo {
-        ServerInfo {
-            id,
-            pid: 100 + id as i32,
-            transport: Transport::Unix,
-            tls: false,
-            connected_at: SystemTime::now(),
-            state: ServerState::Idle,
-            client: None,
-            logins_served: 0,
-        }
-    }
+    use crate::tls::Transport;
 
     #[test]
-    fn tracks_state_and_logins_until_closed() {
+    fn lists_what_each_link_publishes_until_closed() {
         let r = ServerRegistry::default();
-        r.with(|m| m.insert(1, info(1)));
-        r.set_state(1, ServerState::Active, Some(7));
-        r.set_state(1, ServerState::Resetting, None);
-        r.set_state(1, ServerState::Active, Some(8));
-        let s = &r.list()[0];
-        assert_eq!(
-            (s.state, s.client, s.logins_served),
-            (ServerState::Active, Some(8), 2)
-        );
-        r.set_state(99, ServerState::Idle, None);
+        let status = Arc::new(LinkStatus::new(1, 101, Transport::Unix, false));
+        r.with(|m| m.insert(1, status.clone()));
+        assert_eq!(r.list()[0].state, ServerState::Idle);
         r.closed(1);
         assert!(r.list().is_empty());
     }
