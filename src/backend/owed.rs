@@ -97,6 +97,10 @@ pub enum Expect {
     Owed(Synthetic),
     /// The client's CopyDone or CopyFail: no reply; ends a COPY IN.
     CopyEnd,
+    /// One or more CopyData messages: no reply; marks where data began,
+    /// because a Sync before any data is read by a server in COPY IN (and
+    /// ignored) whatever happens to the COPY later.
+    CopyData,
 }
 
 /// What to do with one server message.
@@ -144,9 +148,6 @@ pub struct Owed {
     /// An error was seen before the client's Sync was sent: the server
     /// skips everything it receives until then.
     skipping: bool,
-    /// The server is in COPY IN and the CopyDone or CopyFail that ends it
-    /// has not been sent yet: Syncs sent meanwhile are ignored by the server.
-    copy_in_open: bool,
     /// A COPY in progress, from its CopyIn/OutResponse to its CommandComplete or error.
     copy: Option<CopyDir>,
     /// Extended-protocol messages sent since the last Sync.
@@ -193,15 +194,23 @@ impl Owed {
     pub fn push(&mut self, e: Expect, fixes: &mut Vec<CacheFix>) {
         match &e {
             Expect::CopyEnd => {
-                if std::mem::take(&mut self.copy_in_open) || self.skipping {
+                if self.skipping {
+                    return;
+                }
+            }
+            Expect::CopyData => {
+                // Outside COPY (nothing owed) the server ignores data, and
+                // one marker stands for a whole run of CopyData.
+                if self.skipping
+                    || self.queue.is_empty()
+                    || matches!(self.queue.back(), Some(Expect::CopyData))
+                {
                     return;
                 }
             }
             Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync) => {
-                if self.copy_in_open {
-                    // PostgreSQL ignores Sync during COPY IN.
-                    return;
-                }
+                // A Sync the server reads during COPY IN is ignored; which
+                // ones those were is settled when the COPY ends.
                 self.unsynced = 0;
                 self.skipping = false;
             }
@@ -278,7 +287,7 @@ impl Owed {
         let (from_client, reply) = match head {
             Expect::Client(r) => (true, *r),
             Expect::Injected(r) => (false, *r),
-            Expect::Owed(_) | Expect::CopyEnd => return Err(Unexpected(tag)),
+            Expect::Owed(_) | Expect::CopyEnd | Expect::CopyData => return Err(Unexpected(tag)),
         };
         let own = if from_client {
             Disposition::Forward
@@ -302,7 +311,7 @@ impl Owed {
                 false
             }
             (Reply::Query | Reply::FunctionCall, be::COMMAND_COMPLETE) => {
-                self.copy = None;
+                self.copy_completed();
                 false
             }
             (Reply::Query | Reply::FunctionCall, _) => false,
@@ -321,7 +330,7 @@ impl Owed {
                 return Ok(Disposition::Forward);
             }
             (Reply::Execute, be::COMMAND_COMPLETE) => {
-                self.copy = None;
+                self.copy_completed();
                 true
             }
             (Reply::Parse { .. }, be::PARSE_COMPLETE)
@@ -340,17 +349,39 @@ impl Owed {
         Ok(own)
     }
 
-    /// The server entered COPY: Syncs the client sent after the COPY's
-    /// message and before its CopyDone/CopyFail are ignored by PostgreSQL.
+    /// The server entered COPY.
     fn copy_started(&mut self, tag: u8) {
         self.copy = Some(match tag {
             be::COPY_IN_RESPONSE => CopyDir::In,
             be::COPY_OUT_RESPONSE => CopyDir::Out,
             _ => CopyDir::Both,
         });
-        if tag != be::COPY_IN_RESPONSE {
-            return;
+    }
+
+    /// A COPY IN finished: it read everything up to the client's CopyDone,
+    /// so the Syncs and data sent since it started were the COPY's.
+    fn copy_completed(&mut self) {
+        if self.copy.take() == Some(CopyDir::In) {
+            self.strip_copy_in(true);
         }
+    }
+
+    /// A COPY failed: the Syncs sent after it started and before any data
+    /// were read during COPY IN and ignored; those after data are read
+    /// after the failure and answered. (Which CopyData the failure hit is
+    /// not visible to the pooler: a Sync sent between CopyData messages is
+    /// taken to follow the failure. Clients send Sync before the data, as
+    /// libpq and tokio-postgres do, or after CopyDone.)
+    fn copy_ended(&mut self) {
+        if self.copy.take() == Some(CopyDir::In) {
+            self.strip_copy_in(false);
+        }
+    }
+
+    /// Removes, after the head, the Syncs the server ignored during COPY
+    /// IN, up to the CopyEnd (which the COPY consumed); past the first data
+    /// marker too when the COPY `completed`.
+    fn strip_copy_in(&mut self, completed: bool) {
         let mut i = 1;
         while i < self.queue.len() {
             match self.queue[i] {
@@ -358,19 +389,13 @@ impl Owed {
                     self.queue.remove(i);
                     return;
                 }
-                Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync) => {
+                Expect::CopyData if !completed => return,
+                Expect::CopyData | Expect::Client(Reply::Sync) | Expect::Injected(Reply::Sync) => {
                     self.queue.remove(i);
                 }
                 _ => i += 1,
             }
         }
-        self.copy_in_open = true;
-    }
-
-    /// The COPY ended with an error: the server reads messages normally again.
-    fn copy_ended(&mut self) {
-        self.copy = None;
-        self.copy_in_open = false;
     }
 
     /// After an error: every entry before the next Sync gets no reply.
@@ -389,10 +414,10 @@ impl Owed {
         self.skipping = true;
     }
 
-    /// Drops entries that earn no reply from the head: a CopyEnd whose
-    /// COPY failed before it started, or was ended by the server.
+    /// Drops entries that earn no reply from the head: a CopyEnd or data
+    /// whose COPY failed before it started, or was ended by the server.
     fn settle(&mut self) {
-        while matches!(self.queue.front(), Some(Expect::CopyEnd)) {
+        while matches!(self.queue.front(), Some(Expect::CopyEnd | Expect::CopyData)) {
             self.queue.pop_front();
         }
     }

@@ -15,6 +15,7 @@
 //! test picks up every entry of [`TARGETS`] and its corpus directory by
 //! itself.
 
+pub mod replies;
 pub mod scan;
 pub mod startup;
 pub mod views;
@@ -36,9 +37,8 @@ pub type Check = fn(&[u8]) -> Result<(), Failure>;
 
 /// Every target by name; the name is also its `fuzz/fuzz_targets/` binary
 /// and its `fuzz/corpus/` directory.
-// Room here for ("replies", ...) (the owed-reply queue) and ("rewrite", ...)
-// (the transaction-pooling rewriter).
 pub const TARGETS: &[(&str, Check)] = &[
+    ("replies", replies::check),
     ("scan", scan::check),
     ("startup", startup::check),
     ("views", views::check),

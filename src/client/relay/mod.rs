@@ -151,6 +151,7 @@ pub fn account_plain(tag: u8, shared: &mut Shared<'_>) {
     match tag {
         fe::FLUSH => shared.ledger.flushed(),
         fe::COPY_DONE | fe::COPY_FAIL => shared.push(Expect::CopyEnd),
+        fe::COPY_DATA => shared.push(Expect::CopyData),
         fe::SYNC => {
             shared.ledger.prepared().next_batch();
             shared.push(Expect::Client(Reply::Sync));
