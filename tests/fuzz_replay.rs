@@ -7,7 +7,7 @@
 //! `PGHARBOR_FUZZ_SECONDS=<n>` runs each target for n seconds instead of the
 //! default (about 4 s each, 3 targets).
 
-use pgharbor::fuzzing::{scan, Check, Failure, TARGETS};
+use pgharbor::fuzzing::{Check, Failure, TARGETS};
 use pgharbor::protocol::scan::Scanner;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -99,18 +99,16 @@ fn seeded_random_inputs_hold_every_property() {
     }
 }
 
-/// Pins a known finding in code this suite does not own (see
-/// `pgharbor::fuzzing::scan::TOLERATE_MAX_ALLOC_SIZE`): PostgreSQL refuses
-/// a length word of 0x3fffffff (`PQ_LARGE_MESSAGE_LIMIT` is `MaxAllocSize -
-/// 1`), the scanner takes it. When the scanner is fixed this fails: flip the
-/// constant to false so the `scan` target holds it to PostgreSQL's limit.
+/// The `scan` target found the scanner taking a length word of 0x3fffffff,
+/// which PostgreSQL refuses (`PQ_LARGE_MESSAGE_LIMIT` is `MaxAllocSize -
+/// 1`): it is refused now, like everything past PostgreSQL's limit.
 #[test]
-fn scanner_length_limit_finding_is_pinned() {
+fn scanner_refuses_lengths_past_postgresqls_limit() {
     let at_limit = [b'd', 0x3f, 0xff, 0xff, 0xfe];
     let past_limit = [b'd', 0x3f, 0xff, 0xff, 0xff];
     assert!(Scanner::new().step(&at_limit, 0, |_| false, 64).is_ok());
     let taken = Scanner::new().step(&past_limit, 0, |_| false, 64).is_ok();
-    assert_eq!(taken, scan::TOLERATE_MAX_ALLOC_SIZE);
+    assert!(!taken, "0x3fffffff is past PQ_LARGE_MESSAGE_LIMIT");
     let beyond = [b'd', 0x40, 0, 0, 0];
     assert!(Scanner::new().step(&beyond, 0, |_| false, 64).is_err());
 }

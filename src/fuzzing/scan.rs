@@ -15,14 +15,6 @@ use crate::protocol::tags::{be, fe};
 /// length word it accepts for any message type.
 pub const PQ_LARGE_MESSAGE_LIMIT: usize = 0x3fff_fffe;
 
-/// Known finding, reported, not fixed here (scan.rs is not this module's):
-/// the scanner caps lengths at `protocol::MAX_MESSAGE` = `0x3fff_ffff`
-/// (`MaxAllocSize`), one more than PostgreSQL accepts, so a length word of
-/// exactly `0x3fff_ffff` is relayed where PostgreSQL refuses it. While this
-/// is true the model accepts that one value too; `tests/fuzz_replay.rs`
-/// pins the behaviour so whoever fixes the scanner flips this to false.
-pub const TOLERATE_MAX_ALLOC_SIZE: bool = true;
-
 /// What a scan saw: each message's type, absolute start and total length,
 /// and whether it was reported whole; or where the stream was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,7 +91,7 @@ fn inspected(set: u8, tag: u8) -> bool {
 /// documented contract rather than from the scanner's code.
 fn model(s: &Setup<'_>) -> Outcome {
     let (stream, mut events, mut o) = (s.stream, Vec::new(), 0);
-    let limit = PQ_LARGE_MESSAGE_LIMIT + usize::from(TOLERATE_MAX_ALLOC_SIZE);
+    let limit = PQ_LARGE_MESSAGE_LIMIT;
     loop {
         let Some(h) = stream.get(o..o + 5) else {
             return (events, o, true);

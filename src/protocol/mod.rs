@@ -24,7 +24,7 @@ pub const MAX_STARTUP_PACKET: usize = 10_000;
 /// passwords and a few KiB for SASL, we allow a little more.
 pub const MAX_AUTH_MESSAGE: usize = 8_192;
 /// PostgreSQL's cap on any message after login (`PQ_LARGE_MESSAGE_LIMIT`).
-pub const MAX_MESSAGE: usize = 0x3fff_ffff;
+pub const MAX_MESSAGE: usize = 0x3fff_fffe;
 
 /// Protocol 3.0 as the startup packet encodes it.
 pub const PROTOCOL_3_0: u32 = 3 << 16;
