@@ -8,9 +8,9 @@ mod login;
 mod negotiate;
 mod params;
 pub mod registry;
-mod relay;
+pub(crate) mod relay;
 mod session;
-mod txn;
+pub(crate) mod txn;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

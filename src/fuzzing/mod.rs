@@ -16,6 +16,7 @@
 //! itself.
 
 pub mod replies;
+pub mod rewrite;
 pub mod scan;
 pub mod startup;
 pub mod views;
@@ -39,6 +40,7 @@ pub type Check = fn(&[u8]) -> Result<(), Failure>;
 /// and its `fuzz/corpus/` directory.
 pub const TARGETS: &[(&str, Check)] = &[
     ("replies", replies::check),
+    ("rewrite", rewrite::check),
     ("scan", scan::check),
     ("startup", startup::check),
     ("views", views::check),
