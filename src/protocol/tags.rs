@@ -128,7 +128,10 @@ pub mod be {
     /// owes (the protocol's "asynchronous operations").
     #[inline]
     pub fn is_async(tag: u8) -> bool {
-        matches!(tag, NOTICE_RESPONSE | NOTIFICATION_RESPONSE | PARAMETER_STATUS)
+        matches!(
+            tag,
+            NOTICE_RESPONSE | NOTIFICATION_RESPONSE | PARAMETER_STATUS
+        )
     }
 }
 
@@ -139,7 +142,11 @@ mod tests {
     #[test]
     fn after_login_list_and_predicate_agree() {
         for t in 0..=255u8 {
-            assert_eq!(fe::AFTER_LOGIN.contains(&t), fe::valid_after_login(t), "{t}");
+            assert_eq!(
+                fe::AFTER_LOGIN.contains(&t),
+                fe::valid_after_login(t),
+                "{t}"
+            );
         }
         assert!(!fe::valid_after_login(0), "a StartupMessage's first byte");
         assert!(!fe::valid_after_login(fe::PASSWORD));
