@@ -11,6 +11,12 @@
 //! - `PGHARBOR_DIFF_SECONDS`: start no new sequence after this long (per mode).
 //! - `PGHARBOR_DIFF_MODES`: comma-separated modes to run (default all).
 //! - `PGHARBOR_DIFF_TIMEOUT_MS`: bound of every read and wait (default 8000).
+//! - `PGHARBOR_DIFF_SHRINK=1`: after a failure, drop steps one at a time
+//!   while the same difference remains, and report the smallest sequence
+//!   found with its `PGHARBOR_DIFF_KEEP` (slow: two runs and a fresh
+//!   pooler per try).
+//! - `PGHARBOR_DIFF_KEEP=0,3,7`: run only these steps of the generated
+//!   sequence (to replay a shrunk one, with `PGHARBOR_DIFF_CASES=1`).
 //! - `PGHARBOR_DIFF_VERBOSE=1`: a line per sequence; `2` also prints each
 //!   sequence and PostgreSQL's transcript.
 
@@ -18,8 +24,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::conn::{startup, Admin, Conn, Ev};
-use super::gen::{generate, Mode};
-use super::run::{compare, run, Ctx, Target};
+use super::gen::{generate, Mode, Sequence};
+use super::run::{compare, run, Ctx, Diff, Target};
 use crate::common::{PgCluster, Pooler, PoolerOpts, TEST_DB};
 
 /// Sequences per mode in the default run (the suite's).
@@ -38,6 +44,8 @@ pub struct Settings {
     /// Print every sequence and PostgreSQL's transcript (and the other
     /// side's when it differs).
     pub dump: bool,
+    pub shrink: bool,
+    pub keep: Option<Vec<usize>>,
 }
 
 pub fn parse_seed(s: &str) -> Option<u64> {
@@ -86,6 +94,12 @@ impl Settings {
             modes,
             verbose: var("PGHARBOR_DIFF_VERBOSE").is_some_and(|v| v != "0"),
             dump: var("PGHARBOR_DIFF_VERBOSE").is_some_and(|v| v == "2"),
+            shrink: var("PGHARBOR_DIFF_SHRINK").is_some_and(|v| v != "0"),
+            keep: var("PGHARBOR_DIFF_KEEP").map(|k| {
+                k.split(',')
+                    .map(|i| i.trim().parse().expect("PGHARBOR_DIFF_KEEP: step indices"))
+                    .collect()
+            }),
         }
     }
 }
@@ -219,7 +233,10 @@ pub fn campaign(mode: Mode, s: &Settings, against: Against) -> Vec<Failure> {
             break;
         }
         let seed = s.seed.wrapping_add(done);
-        let seq = generate(seed, mode);
+        let mut seq = generate(seed, mode);
+        if let Some(k) = &s.keep {
+            seq = seq.keep(k);
+        }
         let t0 = Instant::now();
         let other = match &pooler {
             Some(p) => Target {
@@ -286,6 +303,13 @@ pub fn campaign(mode: Mode, s: &Settings, against: Against) -> Vec<Failure> {
                     .unwrap_or_default(),
             );
             failures.push(Failure { seed, mode, line });
+            if s.shrink && s.keep.is_none() {
+                if let (Some(d), Some(p)) = (&diff, pooler.take()) {
+                    drop(p);
+                    shrink(pg, mode, s, &mut admin, &role, &seq, d);
+                    pooler = Some(start_pooler(pg, mode, s.timeout));
+                }
+            }
             if let Some(p) = pooler.take() {
                 // A fresh pooler, so that what this sequence left behind is
                 // not blamed on the next one.
@@ -324,4 +348,102 @@ pub fn campaign(mode: Mode, s: &Settings, against: Against) -> Vec<Failure> {
         eprintln!("[diff {name}] FAILED seed {:#x}: {}", f.seed, f.line);
     }
     failures
+}
+
+/// What the shrinker keeps constant: where the difference is (the step's
+/// kind, not its number) and what each side said there, digits dropped.
+fn signature(d: &Diff) -> String {
+    let strip =
+        |s: &str| -> String { s.chars().filter(|c| !c.is_ascii_digit()).take(80).collect() };
+    let label = d
+        .label
+        .split_once(']')
+        .map(|(_, rest)| rest)
+        .unwrap_or(&d.label);
+    format!(
+        "{} | {} | {}",
+        strip(label),
+        strip(d.direct.as_deref().unwrap_or("")),
+        strip(d.pooled.as_deref().unwrap_or(""))
+    )
+}
+
+/// Drops steps while the same difference remains; reports the result.
+fn shrink(
+    pg: &PgCluster,
+    mode: Mode,
+    s: &Settings,
+    admin: &mut Admin,
+    role: &str,
+    seq: &Sequence,
+    first: &Diff,
+) {
+    let want = signature(first);
+    let mut keep: Vec<usize> = (0..seq.steps.len()).collect();
+    let mut last = first.clone();
+    let mut tries = 0;
+    let started = Instant::now();
+    loop {
+        let mut changed = false;
+        // The last step (B leaves) stays.
+        let mut i = keep.len().saturating_sub(1);
+        while i > 0 {
+            i -= 1;
+            let mut cand = keep.clone();
+            cand.remove(i);
+            let trial = seq.keep(&cand);
+            let pooler = start_pooler(pg, mode, s.timeout);
+            let pooled = Target {
+                name: "pgharbor".into(),
+                socket: pooler.socket_path(),
+                pooled: true,
+                letter: 'p',
+            };
+            let direct = Target {
+                name: "PostgreSQL".into(),
+                socket: pg.socket_path(),
+                pooled: false,
+                letter: 'd',
+            };
+            let mut ctx = Ctx {
+                admin,
+                role: role.to_string(),
+                timeout: s.timeout,
+            };
+            let a = run(&trial, &direct, &mut ctx);
+            let b = run(&trial, &pooled, &mut ctx);
+            drop(pooler);
+            tries += 1;
+            if let Some(d) = compare(("PostgreSQL", "pgharbor"), &a, &b) {
+                if signature(&d) == want {
+                    keep = cand;
+                    last = d;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let small = seq.keep(&keep);
+    let keep_list: Vec<String> = keep.iter().map(|k| k.to_string()).collect();
+    eprintln!(
+        "\n==== shrunk seed {:#x} ({} mode) to {} of {} steps in {tries} tries, {:.0} s ====\n\
+         replay: PGHARBOR_DIFF_SEED={:#x} PGHARBOR_DIFF_CASES=1 PGHARBOR_DIFF_MODES={} \
+         PGHARBOR_DIFF_KEEP={} cargo test --test differential {}_mode -- --nocapture\n{}\n{}\
+         ==== end of shrunk seed {:#x} ====\n",
+        seq.seed,
+        mode.name(),
+        small.steps.len(),
+        seq.steps.len(),
+        started.elapsed().as_secs_f64(),
+        seq.seed,
+        mode.name(),
+        keep_list.join(","),
+        mode.name(),
+        last.show(),
+        small.show(),
+        seq.seed
+    );
 }

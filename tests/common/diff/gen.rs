@@ -125,18 +125,25 @@ pub struct Sequence {
     /// Statement names A defined (the probe checks none of them is
     /// visible to the next client).
     pub a_statements: Vec<String>,
+    /// Set when only some of the generated steps are kept (their indices).
+    pub kept: Option<Vec<usize>>,
 }
 
 impl Sequence {
     /// Human-readable listing for failure reports.
     pub fn show(&self) -> String {
         let mut s = format!(
-            "sequence seed={:#018x} mode={} ({} steps)\n",
+            "sequence seed={:#018x} mode={} ({} steps{})\n",
             self.seed,
             self.mode.name(),
-            self.steps.len()
+            self.steps.len(),
+            match &self.kept {
+                Some(k) => format!(", only generated steps {k:?}"),
+                None => String::new(),
+            }
         );
         for (i, st) in self.steps.iter().enumerate() {
+            let i = self.kept.as_ref().map(|k| k[i]).unwrap_or(i);
             let _ = writeln!(
                 s,
                 "  step {i} [{:?}] {}{}",
@@ -146,6 +153,18 @@ impl Sequence {
             );
             show_actions(&mut s, &st.actions, 6);
         }
+        s
+    }
+
+    /// The same sequence with only these steps (indices into `steps`), as
+    /// the shrinker and `PGHARBOR_DIFF_KEEP` use it.
+    pub fn keep(&self, keep: &[usize]) -> Sequence {
+        let mut s = self.clone();
+        s.steps = keep
+            .iter()
+            .filter_map(|&i| self.steps.get(i).cloned())
+            .collect();
+        s.kept = Some(keep.to_vec());
         s
     }
 
@@ -340,6 +359,7 @@ pub fn generate(seed: u64, mode: Mode) -> Sequence {
         mode,
         steps: g.steps,
         a_statements: g.all_named,
+        kept: None,
     }
 }
 
@@ -577,7 +597,10 @@ impl Gen {
                     &format!("NOTIFY ch_{{T}}, 'p{n}'"),
                 )
             }
-            K::Show => Sql::plain(*self.rng.pick(&["SHOW work_mem", "SHOW DateStyle"])).rows(),
+            K::Show => {
+                let q: &&str = self.rng.pick(&["SHOW work_mem", "SHOW DateStyle"]);
+                Sql::plain(q).rows()
+            }
             K::SetWorkMem => {
                 let n = self.rng.range(1, 64);
                 Sql::plain(&format!("SET work_mem = '{n}MB'"))
@@ -977,11 +1000,11 @@ impl Gen {
         let r = self.rng.below(100);
         let (stmt, params) = if r < 15 && !self.named.is_empty() {
             let n = self.rng.pick(&self.named).clone();
-            // Transaction pooling answers a Parse of a name in use itself
-            // and, unlike PostgreSQL, does not roll back what came before
-            // it in the batch (README, a documented difference): only
-            // generated where nothing comes before it.
-            let dup_ok = self.mode != Mode::Transaction || (first && self.txn == Txn::Idle);
+            // Transaction and statement pooling answer a Parse of a name
+            // in use themselves and, unlike PostgreSQL, do not roll back
+            // what came before it in the batch (README, a documented
+            // difference): only generated where nothing comes before it.
+            let dup_ok = self.mode == Mode::Session || (first && self.txn == Txn::Idle);
             if self.rng.chance(20) && dup_ok {
                 msgs.push(Fe::parse(&n.name, "SELECT 'dup' AS d"));
             }

@@ -25,10 +25,15 @@
 //!    step (cancelled with 57014, or completed) and its final
 //!    ReadyForQuery are compared, not when the cancel landed (done in
 //!    [`super::run`]).
+//! 6. **Errors pgharbor answers itself** where PostgreSQL would answer the
+//!    same (README: a Parse of a statement name in use, under transaction
+//!    and statement pooling, gets `42P05` from pgharbor) carry no source
+//!    fields `F`/`L`/`R`; an error without any of them equals one with
+//!    them when every other field is equal (done in [`super::run`]). When
+//!    both sides have source fields, they are compared like the rest.
 //!
 //! Not normalised on purpose: ParameterStatus (names, values and order,
-//! at login and later), error and notice fields including `F`/`L`/`R`
-//! (the same server produces them), CommandComplete tags, statement and
+//! at login and later), every other error and notice field, CommandComplete tags, statement and
 //! portal names in errors (pgharbor's own `PGHARBOR_<n>` names must never
 //! show).
 
