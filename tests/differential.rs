@@ -287,7 +287,7 @@ fn coverage(mode: Mode, seeds: std::ops::Range<u64>) -> BTreeMap<&'static str, u
                     }
                     Action::SendPartialAndClose { .. } => see("disconnect mid-message"),
                     Action::Read(Until::Replies(_)) => see("read after Flush"),
-                    Action::Cancel => see("CancelRequest"),
+                    Action::Cancel { .. } => see("CancelRequest"),
                     Action::WaitActive(_) => see("wait until active"),
                     Action::Close => see("disconnect"),
                     Action::Terminate => see("Terminate"),

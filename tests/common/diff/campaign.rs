@@ -29,7 +29,7 @@ use super::run::{compare, run, Ctx, Diff, Target};
 use crate::common::{PgCluster, Pooler, PoolerOpts, TEST_DB};
 
 /// Sequences per mode in the default run (the suite's).
-pub const DEFAULT_CASES: u64 = 16;
+pub const DEFAULT_CASES: u64 = 80;
 /// The default run's first seed.
 pub const DEFAULT_SEED: u64 = 0xd1ff_0000;
 
@@ -112,9 +112,14 @@ pub struct Failure {
     pub line: String,
 }
 
-/// The role a mode's clients log in as.
-pub fn role(mode: Mode) -> String {
-    format!("diff_{}", mode.short())
+/// The role a mode's clients log in as: one per mode and per kind of
+/// campaign, so that concurrent tests never see each other's backends in
+/// pg_stat_activity and pg_locks.
+pub fn role(mode: Mode, against: Against) -> String {
+    match against {
+        Against::Pooler => format!("diff_{}", mode.short()),
+        Against::Itself => format!("diff_{}_self", mode.short()),
+    }
 }
 
 fn ensure_role(pg: &PgCluster, role: &str) {
@@ -132,7 +137,7 @@ fn ensure_role(pg: &PgCluster, role: &str) {
 }
 
 fn start_pooler(pg: &PgCluster, mode: Mode, timeout: Duration) -> Pooler {
-    let role = role(mode);
+    let role = role(mode, Against::Pooler);
     let p = Pooler::start(
         pg,
         PoolerOpts::default()
@@ -198,18 +203,20 @@ pub fn campaign(mode: Mode, s: &Settings, against: Against) -> Vec<Failure> {
         return vec![];
     }
     let pg = PgCluster::shared();
-    let role = role(mode);
+    let role = role(mode, against);
     ensure_role(pg, &role);
     let mut admin = Admin::connect(&pg.socket_path(), TEST_DB);
     let mut pooler = match against {
         Against::Pooler => Some(start_pooler(pg, mode, s.timeout)),
         Against::Itself => None,
     };
+    // Tags (and so table names) differ between concurrent campaigns of the
+    // same mode by the target letter.
     let direct = Target {
         name: "PostgreSQL".into(),
         socket: pg.socket_path(),
         pooled: false,
-        letter: 'd',
+        letter: if against == Against::Itself { 'e' } else { 'd' },
     };
     let started = Instant::now();
     let mut last_progress = Instant::now();
@@ -249,7 +256,7 @@ pub fn campaign(mode: Mode, s: &Settings, against: Against) -> Vec<Failure> {
                 name: "PostgreSQL again".into(),
                 socket: pg.socket_path(),
                 pooled: false,
-                letter: 'e',
+                letter: 'f',
             },
         };
         let mut ctx = Ctx {

@@ -99,8 +99,11 @@ pub enum Action {
     /// active (or the client was already answered), with a deadline.
     WaitActive(String),
     /// CancelRequest with this client's BackendKeyData, on a new
-    /// connection; waits until the server closes that connection.
-    Cancel,
+    /// connection; with `wait`, waits until the server closes that
+    /// connection, else closes it right after the write.
+    Cancel {
+        wait: bool,
+    },
     /// Closes the socket without Terminate.
     Close,
     /// Terminate, then reads until the server closes.
@@ -223,8 +226,16 @@ fn show_actions(s: &mut String, acts: &[Action], indent: usize) {
             Action::WaitActive(m) => {
                 let _ = writeln!(s, "{pad}wait until {m:?} is active");
             }
-            Action::Cancel => {
-                let _ = writeln!(s, "{pad}CancelRequest");
+            Action::Cancel { wait } => {
+                let _ = writeln!(
+                    s,
+                    "{pad}CancelRequest{}",
+                    if *wait {
+                        ", wait for the server to close it"
+                    } else {
+                        ", not waiting"
+                    }
+                );
             }
             Action::Close => {
                 let _ = writeln!(s, "{pad}close the socket");
@@ -842,8 +853,12 @@ impl Gen {
                         cuts: vec![],
                     },
                     Action::Read(Until::Ready(1)),
-                    Action::Cancel,
+                    Action::Cancel {
+                        wait: self.rng.chance(50),
+                    },
                 ];
+                // PostgreSQL ignores a cancel that reaches an idle backend:
+                // B's query right after it must not be cancelled either.
                 self.push(Who::A, "a query, then a late CancelRequest", acts);
                 let acts = self.send_read(vec![Fe::query("SELECT pg_sleep(0.3), 'b' AS after")]);
                 self.push(Who::B, "a short sleep right after A's late cancel", acts);
@@ -1351,7 +1366,7 @@ impl Gen {
             actions: vec![
                 Action::Send { msgs, cuts: vec![] },
                 Action::WaitActive(marker),
-                Action::Cancel,
+                Action::Cancel { wait: true },
                 Action::Read(Until::Ready(1)),
             ],
             cancel: true,

@@ -40,8 +40,8 @@
 use std::fmt::Write as _;
 
 /// Length of every target's tag: 16 hex digits of the seed, a letter for
-/// the target (`d` PostgreSQL, `p` pgharbor, `e` PostgreSQL again in the
-/// self-check) and the mode's three letters, e.g. `00000000d1ff0003ptxn`.
+/// the target (`d` PostgreSQL, `p` pgharbor; `e` and `f` PostgreSQL twice
+/// in the self-check) and the mode's three letters, e.g. `00000000d1ff0003ptxn`.
 /// Equal lengths keep messages equally long on every target.
 pub const TAG_LEN: usize = 20;
 

@@ -308,8 +308,8 @@ impl Run<'_, '_> {
                         self.group(label, vec![item]);
                     }
                 }
-                Action::Cancel => {
-                    if let Some(item) = self.cancel(c) {
+                Action::Cancel { wait } => {
+                    if let Some(item) = self.cancel(c, *wait) {
                         self.group(label, vec![item]);
                     }
                 }
@@ -408,7 +408,7 @@ impl Run<'_, '_> {
         }
     }
 
-    fn cancel(&mut self, c: &mut Client) -> Option<String> {
+    fn cancel(&mut self, c: &mut Client, wait: bool) -> Option<String> {
         let Some((pid, key)) = c.conn.as_ref().and_then(|c| c.key) else {
             return Some("<no BackendKeyData to cancel with>".into());
         };
@@ -417,6 +417,10 @@ impl Run<'_, '_> {
             Err(e) => return Some(format!("<cancel connection failed: {e}>")),
         };
         let _ = cc.send(&cancel_packet(pid, key));
+        if !wait {
+            cc.close();
+            return None;
+        }
         // The server answers a CancelRequest only by closing.
         let ev = cc.read_msg(Instant::now() + self.ctx.timeout);
         cc.close();
