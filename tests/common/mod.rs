@@ -21,6 +21,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod clients;
+pub mod diff;
 pub mod ext;
 pub mod pg;
 pub mod pooler;
