@@ -42,19 +42,6 @@ pub enum LinkState {
     Broken(String),
 }
 
-impl LinkState {
-    /// PgBouncer-style name for SHOW SERVERS.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            LinkState::Idle => "idle",
-            LinkState::InTransaction { .. } | LinkState::Busy { .. } | LinkState::Copy(_) => {
-                "active"
-            }
-            LinkState::Broken(_) => "broken",
-        }
-    }
-}
-
 /// How a client is done with its backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Departure {

@@ -150,8 +150,8 @@ impl Ledger {
         &mut self.extras
     }
 
-    /// True if the server holds an unnamed statement another client than
-    /// `client` defined; records that `client` is now the one that may use it.
+    /// True if the server holds an unnamed statement that a client other
+    /// than `client` defined.
     pub fn unnamed_belongs_elsewhere(&self, client: u64) -> bool {
         self.unnamed_owner.is_some_and(|o| o != client)
     }

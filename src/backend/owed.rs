@@ -275,7 +275,14 @@ impl Owed {
         fixes: &mut Vec<CacheFix>,
     ) -> Result<Disposition, Unexpected> {
         if be::is_async(tag) {
-            return Ok(Disposition::Forward);
+            // A notice or parameter report while the pooler's own statement
+            // runs is that statement's (the client was shown its own value
+            // already); a notification is always the client's.
+            let pooler_statement = matches!(self.queue.front(), Some(Expect::Injected(_)));
+            return Ok(match tag {
+                be::NOTICE_RESPONSE | be::PARAMETER_STATUS if pooler_statement => Disposition::Drop,
+                _ => Disposition::Forward,
+            });
         }
         let Some(head) = self.queue.front() else {
             // A FATAL the server sends on its own (shutdown, termination).

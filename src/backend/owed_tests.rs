@@ -309,6 +309,9 @@ fn pooler_statements_are_dropped_and_their_errors_kept() {
     );
     let mut fixes = Vec::new();
     let seq = [
+        (PARAMETER_STATUS, None, Drop),
+        (NOTICE_RESPONSE, None, Drop),
+        (NOTIFICATION_RESPONSE, None, Forward),
         (COMMAND_COMPLETE, None, Drop),
         (READY_FOR_QUERY, None, Drop),
         (ERROR_RESPONSE, Some(&b"boom"[..]), Drop),

@@ -76,7 +76,12 @@ impl Model {
                 // The pooler's own statement, only ever between batches.
                 return Some(Step {
                     sent: Some(Expect::Injected(Reply::Query)),
-                    replies: vec![be::COMMAND_COMPLETE, be::READY_FOR_QUERY],
+                    replies: vec![
+                        be::PARAMETER_STATUS,
+                        be::NOTICE_RESPONSE,
+                        be::COMMAND_COMPLETE,
+                        be::READY_FOR_QUERY,
+                    ],
                     pooler: true,
                 });
             }
@@ -295,7 +300,7 @@ fn deliver(
         return Ok(());
     };
     owed.take_due(due, fixes);
-    let want = if pooler && !be::is_async(tag) {
+    let want = if pooler && tag != be::NOTIFICATION_RESPONSE {
         Disposition::Drop
     } else {
         Disposition::Forward
