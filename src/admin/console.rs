@@ -18,6 +18,8 @@ use super::{control, overhead, show, sockets};
 use crate::client::ClientError;
 use crate::config::Config;
 use crate::pooler::Pooler;
+use crate::protocol::messages::TxStatus;
+use crate::protocol::tags::fe;
 use crate::protocol::{server, FrameBuf, PgError, Severity, Violation};
 use crate::stream::{read_tagged, ReadError, Stream};
 
@@ -83,7 +85,7 @@ pub async fn run(
         server::parameter_status(&mut out, name, value);
     }
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
-    server::ready_for_query(&mut out, b'I');
+    server::ready_for_query(&mut out, TxStatus::Idle);
     stream.write_all(&out).await?;
     tracing::info!(user, "admin console session started");
     Console { pooler, user }.serve(stream, buf).await
@@ -108,17 +110,17 @@ impl Console<'_> {
                 Err(e) => return Err(e.into()),
             };
             let tag = frame.tag;
-            let query = (tag == b'Q').then(|| query_text(buf.body(&frame)));
+            let query = (tag == fe::QUERY).then(|| query_text(buf.body(&frame)));
             buf.consume(frame.total);
             out.clear();
             match tag {
-                b'X' => return Ok(()),
-                b'S' => {
+                fe::TERMINATE => return Ok(()),
+                fe::SYNC => {
                     skipping_to_sync = false;
-                    server::ready_for_query(&mut out, b'I');
+                    server::ready_for_query(&mut out, TxStatus::Idle);
                 }
                 _ if skipping_to_sync => continue,
-                b'Q' => {
+                fe::QUERY => {
                     let sql = query.unwrap_or_else(|| Err(Violation::new("no query")))?;
                     // PAUSE may wait a long time; a shutdown must not.
                     let executed = tokio::select! {
@@ -133,22 +135,22 @@ impl Console<'_> {
                             After::Continue
                         }
                     };
-                    server::ready_for_query(&mut out, b'I');
+                    server::ready_for_query(&mut out, TxStatus::Idle);
                     if let After::Shutdown = after {
                         let _ = stream.write_all(&out).await;
                         return Err(ClientError::Shutdown);
                     }
                 }
-                b'P' | b'B' | b'E' | b'D' | b'C' => {
+                fe::PARSE | fe::BIND | fe::EXECUTE | fe::DESCRIBE | fe::CLOSE => {
                     simple_protocol_only().encode(&mut out);
                     skipping_to_sync = true;
                 }
-                b'F' => {
+                fe::FUNCTION_CALL => {
                     simple_protocol_only().encode(&mut out);
-                    server::ready_for_query(&mut out, b'I');
+                    server::ready_for_query(&mut out, TxStatus::Idle);
                 }
                 // Flush, and COPY messages outside COPY, which PostgreSQL ignores too.
-                b'H' | b'd' | b'c' | b'f' => continue,
+                fe::FLUSH | fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL => continue,
                 other => {
                     return Err(ClientError::Protocol(Violation::new(format!(
                         "invalid frontend message type {other}"

@@ -3,6 +3,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use crate::protocol::tags::be;
+
 /// A column's type, as announced in RowDescription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Type {
@@ -158,7 +160,7 @@ fn put_cstr(buf: &mut BytesMut, s: &str) {
 
 /// RowDescription for text-format columns that belong to no table.
 pub fn row_description(buf: &mut BytesMut, columns: &[(String, Type)]) {
-    message(buf, b'T', |b| {
+    message(buf, be::ROW_DESCRIPTION, |b| {
         b.put_i16(i16::try_from(columns.len()).unwrap_or(i16::MAX));
         for (name, ty) in columns {
             put_cstr(b, name);
@@ -174,7 +176,7 @@ pub fn row_description(buf: &mut BytesMut, columns: &[(String, Type)]) {
 
 /// DataRow in text format; NULL is length -1.
 pub fn data_row(buf: &mut BytesMut, values: &[Value]) {
-    message(buf, b'D', |b| {
+    message(buf, be::DATA_ROW, |b| {
         b.put_i16(i16::try_from(values.len()).unwrap_or(i16::MAX));
         for v in values {
             match v.text() {
@@ -190,12 +192,12 @@ pub fn data_row(buf: &mut BytesMut, values: &[Value]) {
 
 /// CommandComplete with `tag` (e.g. `SHOW`, `RELOAD`).
 pub fn command_complete(buf: &mut BytesMut, tag: &str) {
-    message(buf, b'C', |b| put_cstr(b, tag));
+    message(buf, be::COMMAND_COMPLETE, |b| put_cstr(b, tag));
 }
 
 /// EmptyQueryResponse, the answer to a query string with no command in it.
 pub fn empty_query_response(buf: &mut BytesMut) {
-    message(buf, b'I', |_| {});
+    message(buf, be::EMPTY_QUERY_RESPONSE, |_| {});
 }
 
 #[cfg(test)]

@@ -9,16 +9,18 @@ use postgres_protocol::message::frontend;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::session::parse_error_fields;
+use super::LinkStatus;
 use super::{
     BackendError, BackendTarget, CancelGate, CancelTarget, Credentials, Link, MAX_INSPECTED,
 };
-use super::{LinkStatus, TxStatus};
 use crate::auth::{
     md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramCredential,
     ScramKeys, ServerFirst,
 };
 use crate::config::BackendHost;
-use crate::protocol::{be_u32, frontend::split_cstr};
+use crate::protocol::messages::{BackendKeyData, ParameterStatus, ReadyForQuery};
+use crate::protocol::tags::{auth, be, encryption};
+use crate::protocol::{be_u32, frontend::split_cstr, Violation};
 use crate::stream::{read_tagged, Stream};
 use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
@@ -47,11 +49,11 @@ impl Link {
             secret: 0,
             gate: Arc::new(CancelGate::default()),
         };
-        let mut be = Link::new(stream, cancel);
-        be.timings.connect = connected - started;
-        negotiate_tls(&mut be.stream, &target, tls).await?;
+        let mut link = Link::new(stream, cancel);
+        link.timings.connect = connected - started;
+        negotiate_tls(&mut link.stream, &target, tls).await?;
         let connected = Instant::now();
-        be.timings.tls = connected - started - be.timings.connect;
+        link.timings.tls = connected - started - link.timings.connect;
 
         let mut out = BytesMut::with_capacity(256);
         let mut params: Vec<(&str, &str)> =
@@ -63,21 +65,21 @@ impl Link {
         }
         frontend::startup_message(params.iter().copied(), &mut out)
             .map_err(|e| BackendError::Protocol(e.to_string()))?;
-        write(&mut be.stream, &out).await?;
+        write(&mut link.stream, &out).await?;
 
-        authenticate(&mut be, &target.user, creds, cache).await?;
+        authenticate(&mut link, &target.user, creds, cache).await?;
         let authed = Instant::now();
-        be.timings.auth = authed - connected;
-        read_until_ready(&mut be).await?;
-        be.timings.ready = authed.elapsed();
+        link.timings.auth = authed - connected;
+        read_until_ready(&mut link).await?;
+        link.timings.ready = authed.elapsed();
         // Nobody holds the status yet: publish the real pid and TLS state.
-        be.status = Arc::new(LinkStatus::new(
-            be.id,
-            be.cancel.pid,
-            be.transport,
-            be.stream.is_tls(),
+        link.status = Arc::new(LinkStatus::new(
+            link.id,
+            link.cancel.pid,
+            link.transport,
+            link.stream.is_tls(),
         ));
-        Ok(be)
+        Ok(link)
     }
 }
 
@@ -104,7 +106,7 @@ async fn negotiate_tls(
         .await
         .map_err(|e| BackendError::Read(e.into()))?;
     match answer[0] {
-        b'S' => {
+        encryption::SSL_ACCEPTED => {
             let host = match &target.host {
                 BackendHost::Tcp(h) => h.clone(),
                 BackendHost::Unix(_) => "localhost".to_string(),
@@ -114,9 +116,10 @@ async fn negotiate_tls(
                 .await
                 .map_err(|e| BackendError::Tls(format!("TLS handshake with {} failed: {e}", target.describe())))
         }
-        b'N' if opening == Opening::Prefer => Ok(()),
-        b'N' => Err(BackendError::Tls(tls.refused_message())),
-        b'E' => Err(BackendError::Tls(
+        encryption::DECLINED if opening == Opening::Prefer => Ok(()),
+        encryption::DECLINED => Err(BackendError::Tls(tls.refused_message())),
+        // A server too old to know SSLRequest answers with an ErrorResponse.
+        be::ERROR_RESPONSE => Err(BackendError::Tls(
             "server answered the SSL request with an error (not shown: it was sent before the server was authenticated)".into(),
         )),
         _ => Err(BackendError::Protocol(
@@ -131,10 +134,10 @@ async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {
 
 /// Reads one whole server message; returns its tag and a copy of the body
 /// (login-time only, so the copy does not matter).
-async fn next(be: &mut Link) -> Result<(u8, Vec<u8>), BackendError> {
-    let f = read_tagged(&mut be.stream, &mut be.buf, MAX_INSPECTED).await?;
-    let body = be.buf.body(&f).to_vec();
-    be.buf.consume(f.total);
+async fn next(link: &mut Link) -> Result<(u8, Vec<u8>), BackendError> {
+    let f = read_tagged(&mut link.stream, &mut link.buf, MAX_INSPECTED).await?;
+    let body = link.buf.body(&f).to_vec();
+    link.buf.consume(f.total);
     Ok((f.tag, body))
 }
 
@@ -147,7 +150,7 @@ fn unexpected(tag: u8, phase: &str) -> BackendError {
 
 /// Answers whatever authentication request the server makes.
 async fn authenticate(
-    be: &mut Link,
+    link: &mut Link,
     user: &str,
     creds: &Credentials,
     cache: &Arc<SaltedPasswordCache>,
@@ -155,17 +158,17 @@ async fn authenticate(
     let mut out = BytesMut::with_capacity(256);
     let mut scram: Option<ScramClient> = None;
     loop {
-        let (tag, body) = next(be).await?;
+        let (tag, body) = next(link).await?;
         match tag {
-            b'E' => return Err(BackendError::Server(parse_error_fields(&body))),
-            b'N' => continue,
-            b'R' if body.len() >= 4 => {}
+            be::ERROR_RESPONSE => return Err(BackendError::Server(parse_error_fields(&body))),
+            be::NOTICE_RESPONSE => continue,
+            be::AUTHENTICATION if body.len() >= 4 => {}
             _ => return Err(unexpected(tag, "authentication")),
         }
         out.clear();
         match be_u32(&body) {
-            0 => return Ok(()),
-            3 => {
+            auth::OK => return Ok(()),
+            auth::CLEARTEXT_PASSWORD => {
                 let pw = creds.password.as_deref().ok_or_else(|| {
                     BackendError::Auth(format!(
                         "server asked for a cleartext password for user \"{user}\", and pgharbor has none"
@@ -174,7 +177,7 @@ async fn authenticate(
                 frontend::password_message(pw.as_bytes(), &mut out)
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
-            5 if body.len() == 8 => {
+            auth::MD5_PASSWORD if body.len() == 8 => {
                 let hash = match (&creds.password, &creds.md5_hash) {
                     (Some(pw), _) => md5_password_hash(user, pw),
                     (None, Some(h)) => h.clone(),
@@ -189,7 +192,7 @@ async fn authenticate(
                 frontend::password_message(resp.as_bytes(), &mut out)
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
-            10 => {
+            auth::SASL => {
                 if !sasl_offers(&body[4..], "SCRAM-SHA-256") {
                     return Err(BackendError::Auth(
                         "server offered no SASL mechanism pgharbor supports".into(),
@@ -200,7 +203,7 @@ async fn authenticate(
                 frontend::sasl_initial_response("SCRAM-SHA-256", &first, &mut out)
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
-            11 => {
+            auth::SASL_CONTINUE => {
                 let client = scram.as_mut().ok_or_else(|| unexpected(tag, "SASL"))?;
                 let first = client
                     .handle_server_first(&body[4..])
@@ -212,7 +215,7 @@ async fn authenticate(
                 frontend::sasl_response(&fin, &mut out)
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
-            12 => {
+            auth::SASL_FINAL => {
                 let client = scram.as_ref().ok_or_else(|| unexpected(tag, "SASL"))?;
                 client.verify_server_final(&body[4..]).map_err(|e| {
                     BackendError::Auth(format!("server signature check failed: {e}"))
@@ -225,7 +228,7 @@ async fn authenticate(
             )))
             }
         }
-        write(&mut be.stream, &out).await?;
+        write(&mut link.stream, &out).await?;
     }
 }
 
@@ -277,26 +280,30 @@ async fn scram_keys(
 }
 
 /// Collects ParameterStatus and BackendKeyData up to the first ReadyForQuery.
-async fn read_until_ready(be: &mut Link) -> Result<(), BackendError> {
+async fn read_until_ready(link: &mut Link) -> Result<(), BackendError> {
+    let malformed = |v: Violation| BackendError::Protocol(v.0);
     loop {
-        let (tag, body) = next(be).await?;
+        let (tag, body) = next(link).await?;
         match tag {
-            b'S' => {
-                if !be.ledger.params_mut().apply_status(&body) {
-                    return Err(unexpected(tag, "startup"));
-                }
+            be::PARAMETER_STATUS => {
+                let p = ParameterStatus::parse(&body).map_err(malformed)?;
+                link.ledger.params_mut().set(
+                    &String::from_utf8_lossy(p.name),
+                    &String::from_utf8_lossy(p.value),
+                );
             }
-            b'K' if body.len() == 8 => {
-                be.cancel.pid = be_u32(&body) as i32;
-                be.cancel.secret = be_u32(&body[4..]) as i32;
+            be::BACKEND_KEY_DATA => {
+                let key = BackendKeyData::parse(&body).map_err(malformed)?;
+                link.cancel.pid = key.pid;
+                link.cancel.secret = key.secret;
             }
-            b'Z' if body.len() == 1 => {
-                let tx = TxStatus::from_byte(body[0]).ok_or_else(|| unexpected(tag, "startup"))?;
-                be.ledger.set_tx(tx);
+            be::READY_FOR_QUERY => {
+                let ready = ReadyForQuery::parse(&body).map_err(malformed)?;
+                link.ledger.set_tx(ready.status);
                 return Ok(());
             }
-            b'N' | b'v' => {}
-            b'E' => return Err(BackendError::Server(parse_error_fields(&body))),
+            be::NOTICE_RESPONSE | be::NEGOTIATE_PROTOCOL_VERSION => {}
+            be::ERROR_RESPONSE => return Err(BackendError::Server(parse_error_fields(&body))),
             _ => return Err(unexpected(tag, "startup")),
         }
     }

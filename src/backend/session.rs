@@ -8,36 +8,27 @@ use tokio::io::AsyncWriteExt;
 
 use super::owed::{Expect, Reply};
 use super::{BackendError, Departure, HandOff, Link, ServerError, TxStatus, MAX_INSPECTED};
-use crate::protocol::frontend::split_cstr;
+use crate::protocol::messages::Fields;
 use crate::protocol::scan::Step;
 use crate::protocol::tags::be;
 use crate::stream::fill;
 
-/// Reads severity, SQLSTATE and message out of an ErrorResponse body.
-pub fn parse_error_fields(mut body: &[u8]) -> ServerError {
-    let mut e = ServerError {
-        severity: "ERROR".into(),
-        code: "XX000".into(),
-        message: String::new(),
+/// Reads severity, SQLSTATE and message out of an ErrorResponse body (a
+/// truncated or malformed one too: what is missing gets ERROR, XX000 and
+/// an empty message).
+pub fn parse_error_fields(body: &[u8]) -> ServerError {
+    let fields = Fields::new(body);
+    let text = |v: Option<&[u8]>, default: &str| {
+        v.map_or_else(
+            || default.to_string(),
+            |v| String::from_utf8_lossy(v).into_owned(),
+        )
     };
-    while let Some((&code, rest)) = body.split_first() {
-        if code == 0 {
-            break;
-        }
-        let Some((value, after)) = split_cstr(rest) else {
-            break;
-        };
-        let value = String::from_utf8_lossy(value).into_owned();
-        match code {
-            b'V' => e.severity = value,
-            b'S' if e.severity == "ERROR" => e.severity = value,
-            b'C' => e.code = value,
-            b'M' => e.message = value,
-            _ => {}
-        }
-        body = after;
+    ServerError {
+        severity: text(fields.severity(), "ERROR"),
+        code: text(fields.sqlstate(), "XX000"),
+        message: text(fields.message(), ""),
     }
-    e
 }
 
 impl Link {
@@ -222,5 +213,14 @@ mod tests {
         assert_eq!(e.code, "XX000");
         let e = parse_error_fields(b"");
         assert_eq!(e.message, "");
+        assert_eq!((e.severity.as_str(), e.code.as_str()), ("ERROR", "XX000"));
+        // V, never localised, wins over S wherever it comes; S alone (before 9.6) counts.
+        let e = parse_error_fields(b"VERROR\0SFEHLER\0\0");
+        assert_eq!(e.severity, "ERROR");
+        let e = parse_error_fields(b"SSCHWERWIEGEND\0C57P01\0\0");
+        assert_eq!(e.severity, "SCHWERWIEGEND");
+        // A cut-off body keeps its complete fields.
+        let e = parse_error_fields(b"C22012\0Mdivision by ze");
+        assert_eq!((e.code.as_str(), e.message.as_str()), ("22012", ""));
     }
 }

@@ -12,6 +12,7 @@ use super::error::ClientError;
 use crate::auth::{md5_verify, Md5Outcome, ScramError, ScramServer, ScramSuccess, Secret};
 use crate::config::AuthMethod;
 use crate::protocol::frontend::{parse_password, parse_sasl_initial};
+use crate::protocol::tags::fe;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_AUTH_MESSAGE};
 use crate::stream::{read_tagged, Stream};
 
@@ -58,8 +59,8 @@ async fn read_auth_message(
 ) -> Result<(Vec<u8>, usize), ClientError> {
     let f = read_tagged(stream, buf, MAX_AUTH_MESSAGE).await?;
     match f.tag {
-        b'p' => Ok((buf.body(&f).to_vec(), f.total)),
-        b'X' => Err(ClientError::Gone),
+        fe::PASSWORD => Ok((buf.body(&f).to_vec(), f.total)),
+        fe::TERMINATE => Err(ClientError::Gone),
         other => Err(ClientError::Protocol(Violation::new(format!(
             "expected password response, got message type {other}"
         )))),

@@ -16,6 +16,7 @@ use crate::config::PoolMode;
 use crate::pool::{Lease, Pool};
 use crate::pooler::Pooler;
 use crate::protocol::frontend::StartupMessage;
+use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
 use crate::stats::Class;
 use crate::stream::Stream;
@@ -206,7 +207,7 @@ pub(super) async fn attach(
         server::parameter_status(&mut out, name, value);
     }
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
-    server::ready_for_query(&mut out, b'I');
+    server::ready_for_query(&mut out, TxStatus::Idle);
     stream.write_all(&out).await?;
     timings.total = ctx.accepted_at.elapsed();
     let reused = lease

@@ -8,6 +8,7 @@ use tokio::io::AsyncWriteExt;
 use super::error::ClientError;
 use super::LoginTimings;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
+use crate::protocol::tags::encryption;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
@@ -57,7 +58,7 @@ pub async fn negotiate(
                 refuse_early_data(buf)?;
                 match acceptor.filter(|_| policy != SslMode::Disable) {
                     Some(acceptor) => {
-                        stream.write_all(b"S").await?;
+                        stream.write_all(&[encryption::SSL_ACCEPTED]).await?;
                         let started = Instant::now();
                         // A failed handshake has no channel left to report on.
                         stream
@@ -66,13 +67,13 @@ pub async fn negotiate(
                             .map_err(|_| ClientError::Gone)?;
                         timings.tls_handshake = started.elapsed();
                     }
-                    None => stream.write_all(b"N").await?,
+                    None => stream.write_all(&[encryption::DECLINED]).await?,
                 }
             }
             StartupRequest::GssEnc if !gss_done && !stream.is_tls() => {
                 gss_done = true;
                 refuse_early_data(buf)?;
-                stream.write_all(b"N").await?;
+                stream.write_all(&[encryption::DECLINED]).await?;
             }
             StartupRequest::Ssl | StartupRequest::GssEnc => {
                 return Err(ClientError::Protocol(Violation::new(

@@ -2,6 +2,9 @@
 
 use bytes::{BufMut, BytesMut};
 
+use super::messages::TxStatus;
+use super::tags::{auth, be, field as code};
+
 /// ErrorResponse / NoticeResponse severity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
@@ -74,20 +77,20 @@ impl PgError {
     /// Appends the ErrorResponse (or NoticeResponse for notices) to `buf`.
     pub fn encode(&self, buf: &mut BytesMut) {
         let tag = if self.severity == Severity::Notice {
-            b'N'
+            be::NOTICE_RESPONSE
         } else {
-            b'E'
+            be::ERROR_RESPONSE
         };
         message(buf, tag, |b| {
-            field(b, b'S', self.severity.as_str());
-            field(b, b'V', self.severity.as_str());
-            field(b, b'C', self.code);
-            field(b, b'M', &self.message);
+            field(b, code::SEVERITY, self.severity.as_str());
+            field(b, code::SEVERITY_NONLOCALIZED, self.severity.as_str());
+            field(b, code::SQLSTATE, self.code);
+            field(b, code::MESSAGE, &self.message);
             if let Some(d) = &self.detail {
-                field(b, b'D', d);
+                field(b, code::DETAIL, d);
             }
             if let Some(h) = &self.hint {
-                field(b, b'H', h);
+                field(b, code::HINT, h);
             }
             b.put_u8(0);
         });
@@ -131,32 +134,35 @@ fn message(buf: &mut BytesMut, tag: u8, f: impl FnOnce(&mut BytesMut)) {
 /// A protocol-2 style error (`E`, text, NUL), the only kind a 2.0 client can
 /// read; PostgreSQL answers a 2.0 startup packet this way.
 pub fn v2_error(buf: &mut BytesMut, message: &str) {
-    buf.put_u8(b'E');
+    // Protocol 2.0's ErrorResponse has the same type byte as 3.0's.
+    buf.put_u8(be::ERROR_RESPONSE);
     put_cstr(buf, &format!("FATAL:  {message}\n"));
 }
 
 /// AuthenticationOk.
 pub fn auth_ok(buf: &mut BytesMut) {
-    message(buf, b'R', |b| b.put_u32(0));
+    message(buf, be::AUTHENTICATION, |b| b.put_u32(auth::OK));
 }
 
 /// AuthenticationCleartextPassword.
 pub fn auth_cleartext(buf: &mut BytesMut) {
-    message(buf, b'R', |b| b.put_u32(3));
+    message(buf, be::AUTHENTICATION, |b| {
+        b.put_u32(auth::CLEARTEXT_PASSWORD)
+    });
 }
 
 /// AuthenticationMD5Password with a per-connection salt.
 pub fn auth_md5(buf: &mut BytesMut, salt: [u8; 4]) {
-    message(buf, b'R', |b| {
-        b.put_u32(5);
+    message(buf, be::AUTHENTICATION, |b| {
+        b.put_u32(auth::MD5_PASSWORD);
         b.put_slice(&salt);
     });
 }
 
 /// AuthenticationSASL offering the given mechanisms.
 pub fn auth_sasl(buf: &mut BytesMut, mechanisms: &[&str]) {
-    message(buf, b'R', |b| {
-        b.put_u32(10);
+    message(buf, be::AUTHENTICATION, |b| {
+        b.put_u32(auth::SASL);
         for m in mechanisms {
             put_cstr(b, m);
         }
@@ -166,23 +172,23 @@ pub fn auth_sasl(buf: &mut BytesMut, mechanisms: &[&str]) {
 
 /// AuthenticationSASLContinue.
 pub fn auth_sasl_continue(buf: &mut BytesMut, data: &[u8]) {
-    message(buf, b'R', |b| {
-        b.put_u32(11);
+    message(buf, be::AUTHENTICATION, |b| {
+        b.put_u32(auth::SASL_CONTINUE);
         b.put_slice(data);
     });
 }
 
 /// AuthenticationSASLFinal.
 pub fn auth_sasl_final(buf: &mut BytesMut, data: &[u8]) {
-    message(buf, b'R', |b| {
-        b.put_u32(12);
+    message(buf, be::AUTHENTICATION, |b| {
+        b.put_u32(auth::SASL_FINAL);
         b.put_slice(data);
     });
 }
 
 /// ParameterStatus.
 pub fn parameter_status(buf: &mut BytesMut, name: &str, value: &str) {
-    message(buf, b'S', |b| {
+    message(buf, be::PARAMETER_STATUS, |b| {
         put_cstr(b, name);
         put_cstr(b, value);
     });
@@ -190,21 +196,21 @@ pub fn parameter_status(buf: &mut BytesMut, name: &str, value: &str) {
 
 /// BackendKeyData.
 pub fn backend_key_data(buf: &mut BytesMut, pid: i32, secret: i32) {
-    message(buf, b'K', |b| {
+    message(buf, be::BACKEND_KEY_DATA, |b| {
         b.put_i32(pid);
         b.put_i32(secret);
     });
 }
 
-/// ReadyForQuery with a transaction status byte (`I`, `T` or `E`).
-pub fn ready_for_query(buf: &mut BytesMut, status: u8) {
-    message(buf, b'Z', |b| b.put_u8(status));
+/// ReadyForQuery reporting `status`.
+pub fn ready_for_query(buf: &mut BytesMut, status: TxStatus) {
+    message(buf, be::READY_FOR_QUERY, |b| b.put_u8(status.as_byte()));
 }
 
 /// NegotiateProtocolVersion: the newest protocol version supported (as the
 /// startup packet encodes it) and the options not recognised.
 pub fn negotiate_protocol_version(buf: &mut BytesMut, version: u32, unrecognized: &[&str]) {
-    message(buf, b'v', |b| {
+    message(buf, be::NEGOTIATE_PROTOCOL_VERSION, |b| {
         b.put_u32(version);
         b.put_u32(unrecognized.len() as u32);
         for o in unrecognized {
@@ -255,7 +261,7 @@ mod tests {
         auth_ok(&mut buf);
         parameter_status(&mut buf, "TimeZone", "UTC");
         backend_key_data(&mut buf, 7, -9);
-        ready_for_query(&mut buf, b'I');
+        ready_for_query(&mut buf, TxStatus::Idle);
         assert!(matches!(
             Message::parse(&mut buf).unwrap(),
             Some(Message::AuthenticationOk)
@@ -275,6 +281,42 @@ mod tests {
         }
         match Message::parse(&mut buf).unwrap() {
             Some(Message::ReadyForQuery(r)) => assert_eq!(r.status(), b'I'),
+            _ => panic!(),
+        }
+        assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn authentication_requests_parse() {
+        let mut buf = BytesMut::new();
+        auth_cleartext(&mut buf);
+        auth_md5(&mut buf, [1, 2, 3, 4]);
+        auth_sasl(&mut buf, &["SCRAM-SHA-256"]);
+        auth_sasl_continue(&mut buf, b"r=abc");
+        auth_sasl_final(&mut buf, b"v=xyz");
+        assert!(matches!(
+            Message::parse(&mut buf).unwrap(),
+            Some(Message::AuthenticationCleartextPassword)
+        ));
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::AuthenticationMd5Password(m)) => assert_eq!(m.salt(), [1, 2, 3, 4]),
+            _ => panic!(),
+        }
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::AuthenticationSasl(m)) => {
+                use fallible_iterator::FallibleIterator;
+                let names: Vec<String> =
+                    m.mechanisms().map(|n| Ok(n.to_string())).collect().unwrap();
+                assert_eq!(names, ["SCRAM-SHA-256"]);
+            }
+            _ => panic!(),
+        }
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::AuthenticationSaslContinue(m)) => assert_eq!(m.data(), b"r=abc"),
+            _ => panic!(),
+        }
+        match Message::parse(&mut buf).unwrap() {
+            Some(Message::AuthenticationSaslFinal(m)) => assert_eq!(m.data(), b"v=xyz"),
             _ => panic!(),
         }
         assert!(buf.is_empty());

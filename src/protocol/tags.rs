@@ -2,6 +2,12 @@
 //! messages in each direction (`C` is Close from a client and
 //! CommandComplete from a server), so each direction has its own module and
 //! code says `fe::CLOSE` or `be::COMMAND_COMPLETE`, never `b'C'`.
+//!
+//! The other bytes and codes with a meaning on the wire live here too, one
+//! module per kind: [`auth`] (authentication request codes), [`field`]
+//! (ErrorResponse / NoticeResponse field codes), [`target`] (what Describe
+//! and Close name), [`tx`] (ReadyForQuery's transaction status) and
+//! [`encryption`] (the one-byte answers to SSLRequest and GSSENCRequest).
 
 /// What a client (frontend) sends after the startup packet.
 pub mod fe {
@@ -133,6 +139,102 @@ pub mod be {
             NOTICE_RESPONSE | NOTIFICATION_RESPONSE | PARAMETER_STATUS
         )
     }
+}
+
+/// Authentication request codes: the 32-bit word that starts the body of
+/// an Authentication message ([`be::AUTHENTICATION`]).
+pub mod auth {
+    /// AuthenticationOk.
+    pub const OK: u32 = 0;
+    /// AuthenticationKerberosV5 (no longer sent by PostgreSQL).
+    pub const KERBEROS_V5: u32 = 2;
+    /// AuthenticationCleartextPassword.
+    pub const CLEARTEXT_PASSWORD: u32 = 3;
+    /// AuthenticationMD5Password; a 4-byte salt follows.
+    pub const MD5_PASSWORD: u32 = 5;
+    /// AuthenticationGSS.
+    pub const GSS: u32 = 7;
+    /// AuthenticationGSSContinue.
+    pub const GSS_CONTINUE: u32 = 8;
+    /// AuthenticationSSPI.
+    pub const SSPI: u32 = 9;
+    /// AuthenticationSASL; the mechanism names follow.
+    pub const SASL: u32 = 10;
+    /// AuthenticationSASLContinue; the mechanism's data follows.
+    pub const SASL_CONTINUE: u32 = 11;
+    /// AuthenticationSASLFinal; the mechanism's outcome data follows.
+    pub const SASL_FINAL: u32 = 12;
+}
+
+/// Field codes of an ErrorResponse or NoticeResponse (PostgreSQL's
+/// `PG_DIAG_*`); each is followed by a NUL-terminated value.
+pub mod field {
+    /// Severity, possibly localised.
+    pub const SEVERITY: u8 = b'S';
+    /// Severity, never localised (PostgreSQL 9.6 and later).
+    pub const SEVERITY_NONLOCALIZED: u8 = b'V';
+    /// SQLSTATE code.
+    pub const SQLSTATE: u8 = b'C';
+    /// Primary message.
+    pub const MESSAGE: u8 = b'M';
+    /// Detail.
+    pub const DETAIL: u8 = b'D';
+    /// Hint.
+    pub const HINT: u8 = b'H';
+    /// Cursor position in the query string.
+    pub const POSITION: u8 = b'P';
+    /// Cursor position in an internally generated command.
+    pub const INTERNAL_POSITION: u8 = b'p';
+    /// The internally generated command.
+    pub const INTERNAL_QUERY: u8 = b'q';
+    /// Context (call stack).
+    pub const WHERE: u8 = b'W';
+    /// Schema name.
+    pub const SCHEMA_NAME: u8 = b's';
+    /// Table name.
+    pub const TABLE_NAME: u8 = b't';
+    /// Column name.
+    pub const COLUMN_NAME: u8 = b'c';
+    /// Data type name.
+    pub const DATA_TYPE_NAME: u8 = b'd';
+    /// Constraint name.
+    pub const CONSTRAINT_NAME: u8 = b'n';
+    /// Source file.
+    pub const FILE: u8 = b'F';
+    /// Source line.
+    pub const LINE: u8 = b'L';
+    /// Source routine.
+    pub const ROUTINE: u8 = b'R';
+}
+
+/// The subtype byte of Describe and Close (see `messages::Target`).
+pub mod target {
+    /// A prepared statement.
+    pub const STATEMENT: u8 = b'S';
+    /// A portal.
+    pub const PORTAL: u8 = b'P';
+}
+
+/// ReadyForQuery's transaction status byte (see `messages::TxStatus`).
+pub mod tx {
+    /// Not in a transaction block.
+    pub const IDLE: u8 = b'I';
+    /// In a transaction block.
+    pub const IN_TRANSACTION: u8 = b'T';
+    /// In a failed transaction block.
+    pub const FAILED: u8 = b'E';
+}
+
+/// The single byte a server answers SSLRequest or GSSENCRequest with. A
+/// server too old for the request answers with an ErrorResponse instead,
+/// whose first byte is [`be::ERROR_RESPONSE`].
+pub mod encryption {
+    /// SSLRequest accepted: the TLS handshake follows.
+    pub const SSL_ACCEPTED: u8 = b'S';
+    /// GSSENCRequest accepted: GSSAPI negotiation follows.
+    pub const GSS_ACCEPTED: u8 = b'G';
+    /// Request declined: the connection goes on unencrypted.
+    pub const DECLINED: u8 = b'N';
 }
 
 #[cfg(test)]

@@ -6,10 +6,12 @@
 use super::statements::{ClientStatements, StatementRegistry};
 use crate::backend::owed::{Expect, Reply, Synthetic};
 use crate::backend::prepared::statement_name;
+use crate::client::relay::PREFIX_CAP;
 use crate::client::relay::{account_plain, Shared};
 use crate::protocol::frontend::split_cstr;
+use crate::protocol::messages::{BindHead, Close, Describe, Parse, Target};
 use crate::protocol::sql::{self, PinReason};
-use crate::protocol::tags::fe;
+use crate::protocol::tags::{fe, target};
 use crate::protocol::Violation;
 
 /// Why a client keeps its backend until it disconnects.
@@ -100,7 +102,7 @@ impl Rewriter<'_> {
             }
             fe::PARSE if whole => self.parse(body, shared, out)?,
             fe::PARSE => self.parse_oversized(body, shared)?,
-            fe::BIND => self.bind(msg, shared, out)?,
+            fe::BIND => self.bind(msg, whole, shared, out)?,
             fe::DESCRIBE => self.describe(body, shared, out)?,
             fe::CLOSE => self.close(body, shared)?,
             t => {
@@ -129,8 +131,12 @@ impl Rewriter<'_> {
         shared: &mut Shared<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, Violation> {
-        let (name, definition) = split_cstr(body).ok_or_else(malformed("Parse"))?;
-        let (query, _) = split_cstr(definition).ok_or_else(malformed("Parse"))?;
+        let Parse {
+            name,
+            query,
+            definition,
+            ..
+        } = Parse::parse(body)?;
         self.classify(query, shared);
         if name.is_empty() || !self.manage {
             if name.is_empty() {
@@ -168,7 +174,8 @@ impl Rewriter<'_> {
         prefix: &[u8],
         shared: &mut Shared<'_>,
     ) -> Result<Outcome, Violation> {
-        let (name, definition) = split_cstr(prefix).ok_or_else(malformed("Parse"))?;
+        let name = Parse::name_in_prefix(prefix)?.ok_or_else(|| names_beyond_prefix("Parse"))?;
+        let definition = prefix.get(name.len() + 1..).unwrap_or_default();
         self.classify(cstr_prefix(definition), shared);
         if name.is_empty() {
             shared.ledger.set_unnamed_owner(Some(shared.client_id));
@@ -199,9 +206,12 @@ impl Rewriter<'_> {
         Ok(Outcome::Swallowed)
     }
 
+    /// A Bind, whole or (`whole` false) its first bytes: only the names
+    /// at its start are read, the rest is carried over unread.
     fn bind(
         &mut self,
         msg: &[u8],
+        whole: bool,
         shared: &mut Shared<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, Violation> {
@@ -209,8 +219,16 @@ impl Rewriter<'_> {
             return Err(Violation::new("message shorter than its header"));
         };
         let total_len = crate::protocol::be_u32(len) as usize;
-        let (portal, rest) = split_cstr(body).ok_or_else(malformed("Bind"))?;
-        let (name, _) = split_cstr(rest).ok_or_else(malformed("Bind"))?;
+        let BindHead {
+            portal,
+            statement: name,
+            rest_at,
+        } = match BindHead::parse(body)? {
+            Some(head) => head,
+            // PostgreSQL's words when a name has no NUL in the message.
+            None if whole => return Err(Violation::new("invalid string in message")),
+            None => return Err(names_beyond_prefix("Bind")),
+        };
         if name.is_empty() {
             self.unnamed_guard(shared, out);
         }
@@ -220,19 +238,18 @@ impl Rewriter<'_> {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
         };
-        let after_names = portal.len() + name.len() + 2;
         let mut new_name = Vec::with_capacity(24);
         statement_name(id, &mut new_name);
         let new_len = (total_len + new_name.len())
             .checked_sub(name.len())
-            .ok_or_else(malformed("Bind"))?;
+            .ok_or_else(|| Violation::new("invalid message format"))?;
         out.push(fe::BIND);
         out.extend_from_slice(&(new_len as u32).to_be_bytes());
         out.extend_from_slice(portal);
         out.push(0);
         out.extend_from_slice(&new_name);
         out.push(0);
-        out.extend_from_slice(&body[after_names..]);
+        out.extend_from_slice(body.get(rest_at..).unwrap_or_default());
         Ok(Outcome::Replaced {
             consumed: msg.len(),
         })
@@ -244,7 +261,7 @@ impl Rewriter<'_> {
     /// exist").
     fn unnamed_guard(&self, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
         if shared.ledger.unnamed_belongs_elsewhere(shared.client_id) {
-            put_msg(out, fe::CLOSE, &[b"S", b"\0"]);
+            put_msg(out, fe::CLOSE, &[&[target::STATEMENT], b"\0"]);
             shared.push(Expect::Injected(Reply::Close { evicted: None }));
             shared.ledger.set_unnamed_owner(None);
         }
@@ -256,9 +273,8 @@ impl Rewriter<'_> {
         shared: &mut Shared<'_>,
         out: &mut Vec<u8>,
     ) -> Result<Outcome, Violation> {
-        let (&kind, rest) = body.split_first().ok_or_else(malformed("Describe"))?;
-        let (name, _) = split_cstr(rest).ok_or_else(malformed("Describe"))?;
-        if kind != b'S' {
+        let Describe { target: kind, name } = Describe::parse(body)?;
+        if kind != Target::Statement {
             shared.push(Expect::Client(Reply::Describe));
             return Ok(Outcome::Forward);
         }
@@ -274,17 +290,20 @@ impl Rewriter<'_> {
         let mut new_name = Vec::with_capacity(24);
         statement_name(id, &mut new_name);
         new_name.push(0);
-        put_msg(out, fe::DESCRIBE, &[b"S", &new_name]);
+        put_msg(out, fe::DESCRIBE, &[&[target::STATEMENT], &new_name]);
         Ok(Outcome::Replaced {
             consumed: body.len() + 5,
         })
     }
 
     fn close(&mut self, body: &[u8], shared: &mut Shared<'_>) -> Result<Outcome, Violation> {
-        let (&kind, rest) = body.split_first().ok_or_else(malformed("Close"))?;
-        let (name, _) = split_cstr(rest).ok_or_else(malformed("Close"))?;
+        let Close { target: kind, name } = Close::parse(body)?;
         // The backend keeps the statement for other clients; the LRU closes it.
-        if kind == b'S' && !name.is_empty() && self.manage && self.statements.close(name) {
+        if kind == Target::Statement
+            && !name.is_empty()
+            && self.manage
+            && self.statements.close(name)
+        {
             shared.push(Expect::Owed(Synthetic::CloseComplete));
             return Ok(Outcome::Swallowed);
         }
@@ -315,7 +334,7 @@ fn evict_for(id: u64, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
         let mut name = Vec::with_capacity(24);
         statement_name(old, &mut name);
         name.push(0);
-        put_msg(out, fe::CLOSE, &[b"S", &name]);
+        put_msg(out, fe::CLOSE, &[&[target::STATEMENT], &name]);
         shared.push(Expect::Injected(Reply::Close { evicted: Some(old) }));
     }
 }
@@ -343,8 +362,12 @@ fn cstr_prefix(body: &[u8]) -> &[u8] {
     split_cstr(body).map_or(body, |(s, _)| s)
 }
 
-fn malformed(what: &'static str) -> impl Fn() -> Violation {
-    move || Violation::new(format!("invalid {what} message format"))
+/// The pooler's refusal of an oversized Parse or Bind whose names do not end
+/// within the first [`PREFIX_CAP`] bytes it reads of it.
+fn names_beyond_prefix(what: &str) -> Violation {
+    Violation::new(format!(
+        "{what} message with names over {PREFIX_CAP} bytes is not supported"
+    ))
 }
 
 #[cfg(test)]
@@ -359,6 +382,13 @@ mod tests {
     }
 
     fn run(msgs: &[Vec<u8>]) -> (Vec<Result<Outcome, Violation>>, Vec<u8>) {
+        let whole: Vec<_> = msgs.iter().map(|m| (&m[..], true)).collect();
+        run_parts(&whole)
+    }
+
+    /// Like [`run`], each message with its `whole` flag (false: the first
+    /// bytes of a larger message, as the relay hands those over).
+    fn run_parts(msgs: &[(&[u8], bool)]) -> (Vec<Result<Outcome, Violation>>, Vec<u8>) {
         let registry = StatementRegistry::default();
         let mut statements = ClientStatements::default();
         let tracked = |_: &str| false;
@@ -373,7 +403,7 @@ mod tests {
         let mut out = Vec::new();
         let results = msgs
             .iter()
-            .map(|m| rw.message(m, true, &mut shared, &mut out))
+            .map(|&(m, whole)| rw.message(m, whole, &mut shared, &mut out))
             .collect();
         (results, out)
     }
@@ -412,6 +442,112 @@ mod tests {
             let (r, _) = run(std::slice::from_ref(m));
             assert!(r[0].is_err(), "{m:?} gave {:?}", r[0]);
         }
+    }
+
+    /// The error the rewriter gives for `m`, sent alone and whole.
+    fn refusal(m: &[u8]) -> String {
+        let (r, _) = run(&[m.to_vec()]);
+        match &r[0] {
+            Err(v) => v.0.clone(),
+            ok => panic!("{} gave {ok:?}", m.escape_ascii()),
+        }
+    }
+
+    #[test]
+    fn refusals_are_in_postgres_words() {
+        let cases: &[(Vec<u8>, &str)] = &[
+            (msg(b'P', b"s1"), "invalid string in message"),
+            (
+                msg(b'P', b"s1\0SELECT 1\0"),
+                "insufficient data left in message",
+            ),
+            (
+                msg(b'P', b"s1\0SELECT 1\0\0\x01"),
+                "insufficient data left in message",
+            ),
+            (msg(b'P', b"s1\0SELECT 1\0\0\0\0"), "invalid message format"),
+            (msg(b'P', b"\0SELECT 1\0\0\0x"), "invalid message format"),
+            (msg(b'B', b"portal only\0"), "invalid string in message"),
+            (msg(b'D', b""), "no data left in message"),
+            (msg(b'D', b"Ss1\0x"), "invalid message format"),
+            (msg(b'D', b"Xs1\0"), "invalid DESCRIBE message subtype 88"),
+            (msg(b'D', b"s\0"), "invalid DESCRIBE message subtype 115"),
+            (msg(b'C', b"Ss1\0\0"), "invalid message format"),
+            (msg(b'C', b"Xs1\0"), "invalid CLOSE message subtype 88"),
+            (msg(b'C', b"\0\0"), "invalid CLOSE message subtype 0"),
+        ];
+        for (m, want) in cases {
+            assert_eq!(refusal(m), *want, "{}", m.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn portals_are_described_and_closed_by_the_server() {
+        let (r, out) = run(&[
+            msg(b'D', b"P\0"),
+            msg(b'D', b"Pc1\0"),
+            msg(b'C', b"Pc1\0"),
+            msg(b'C', b"S\0"),
+            msg(b'D', b"S\0"),
+        ]);
+        assert!(r.iter().all(|r| *r == Ok(Outcome::Forward)), "{r:?}");
+        assert!(out.is_empty());
+    }
+
+    /// The head of a message of `total` bytes that declares its whole length.
+    fn head(tag: u8, total: usize, body: &[u8]) -> Vec<u8> {
+        let mut m = vec![tag];
+        m.extend_from_slice(&((total - 1) as u32).to_be_bytes());
+        m.extend_from_slice(body);
+        m
+    }
+
+    #[test]
+    fn oversized_messages_are_read_by_their_names() {
+        let total = 2 << 20;
+        let mut bind_body = b"\0s1\0".to_vec();
+        bind_body.resize(PREFIX_CAP, 7);
+        let bind = head(b'B', total, &bind_body);
+        let parse = msg(b'P', b"s1\0SELECT $1\0\0\0");
+        let (r, out) = run_parts(&[(&parse, true), (&bind, false)]);
+        assert!(matches!(r[0], Ok(Outcome::Replaced { .. })), "{:?}", r[0]);
+        assert_eq!(
+            r[1],
+            Ok(Outcome::Replaced {
+                consumed: bind.len()
+            })
+        );
+        // The new Bind: its declared length grows by the longer name, and the
+        // bytes after the names follow unchanged.
+        assert_eq!(out[0], fe::PARSE);
+        let new = &out[1 + u32::from_be_bytes([out[1], out[2], out[3], out[4]]) as usize..];
+        assert_eq!(new[0], fe::BIND);
+        let renamed = b"\0PGHARBOR_";
+        assert_eq!(&new[5..5 + renamed.len()], renamed);
+        let grown = u32::from_be_bytes([new[1], new[2], new[3], new[4]]) as usize;
+        let name_len = new[6..].iter().position(|&b| b == 0).unwrap_or(0);
+        assert_eq!(grown, total - 1 + name_len - 2);
+        assert!(new.ends_with(&[7; 64]));
+
+        // An oversized named Parse passes as it is (the client is pinned).
+        let mut parse_body = b"big\0SELECT ".to_vec();
+        parse_body.resize(PREFIX_CAP, b'1');
+        let parse = head(b'P', total, &parse_body);
+        let (r, out) = run_parts(&[(&parse, false)]);
+        assert_eq!(r[0], Ok(Outcome::Forward));
+        assert!(out.is_empty());
+
+        // Names that do not end within the prefix are refused.
+        let long = head(b'P', total, &vec![b'n'; PREFIX_CAP]);
+        let (r, _) = run_parts(&[(&long, false)]);
+        let e = r[0].clone().expect_err("accepted a Parse name over 64 KiB");
+        assert!(e.0.starts_with("Parse message with names over"), "{e}");
+        let mut body = b"portal\0".to_vec();
+        body.resize(PREFIX_CAP, b'n');
+        let long = head(b'B', total, &body);
+        let (r, _) = run_parts(&[(&long, false)]);
+        let e = r[0].clone().expect_err("accepted a Bind name over 64 KiB");
+        assert!(e.0.starts_with("Bind message with names over"), "{e}");
     }
 
     #[test]

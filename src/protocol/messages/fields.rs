@@ -1,6 +1,7 @@
 //! The fields of an ErrorResponse or NoticeResponse.
 
 use super::split_nul;
+use crate::protocol::tags::field;
 
 /// The fields of an ErrorResponse or NoticeResponse body; works on a truncated body
 /// (a prefix of an oversized message) too, yielding the fields that are complete.
@@ -29,19 +30,20 @@ impl<'a> Fields<'a> {
             .last()
     }
 
-    /// 'V' (non-localised severity) if present, else 'S'.
+    /// The non-localised severity (`V`) if present, else `S`.
     pub fn severity(&self) -> Option<&'a [u8]> {
-        self.get(b'V').or_else(|| self.get(b'S'))
+        self.get(field::SEVERITY_NONLOCALIZED)
+            .or_else(|| self.get(field::SEVERITY))
     }
 
-    /// The SQLSTATE ('C').
+    /// The SQLSTATE (`C`).
     pub fn sqlstate(&self) -> Option<&'a [u8]> {
-        self.get(b'C')
+        self.get(field::SQLSTATE)
     }
 
-    /// The primary message ('M').
+    /// The primary message (`M`).
     pub fn message(&self) -> Option<&'a [u8]> {
-        self.get(b'M')
+        self.get(field::MESSAGE)
     }
 
     /// FATAL or PANIC: the server ends the session after this message.

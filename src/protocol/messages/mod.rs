@@ -11,6 +11,7 @@
 //! say which server message was broken, since they end up in the pooler's
 //! log rather than in front of a client.
 
+use super::tags::{target, tx};
 use super::Violation;
 
 mod fields;
@@ -32,8 +33,8 @@ impl Target {
     /// Decodes the subtype byte.
     pub fn from_byte(b: u8) -> Option<Target> {
         match b {
-            b'S' => Some(Target::Statement),
-            b'P' => Some(Target::Portal),
+            target::STATEMENT => Some(Target::Statement),
+            target::PORTAL => Some(Target::Portal),
             _ => None,
         }
     }
@@ -41,8 +42,8 @@ impl Target {
     /// The subtype byte.
     pub fn as_byte(self) -> u8 {
         match self {
-            Target::Statement => b'S',
-            Target::Portal => b'P',
+            Target::Statement => target::STATEMENT,
+            Target::Portal => target::PORTAL,
         }
     }
 }
@@ -298,6 +299,31 @@ impl<'a> ParameterStatus<'a> {
     }
 }
 
+/// A BackendKeyData message from the server: the key a CancelRequest for
+/// this session must quote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BackendKeyData {
+    /// Process id of the server backend.
+    pub pid: i32,
+    /// Its secret key.
+    pub secret: i32,
+}
+
+impl BackendKeyData {
+    /// Reads a BackendKeyData body of protocol 3.0: two 32-bit words,
+    /// nothing after (libpq checks the message length is used exactly).
+    pub fn parse(body: &[u8]) -> Result<Self, Violation> {
+        let read = || {
+            let mut r = Reader::new(body);
+            let pid = r.i32()?;
+            let secret = r.i32()?;
+            r.end()?;
+            Ok(BackendKeyData { pid, secret })
+        };
+        read().map_err(|e| from_server("BackendKeyData", e))
+    }
+}
+
 /// Transaction status of ReadyForQuery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TxStatus {
@@ -313,9 +339,9 @@ impl TxStatus {
     /// Decodes the status byte.
     pub fn from_byte(b: u8) -> Option<Self> {
         match b {
-            b'I' => Some(TxStatus::Idle),
-            b'T' => Some(TxStatus::InTransaction),
-            b'E' => Some(TxStatus::Failed),
+            tx::IDLE => Some(TxStatus::Idle),
+            tx::IN_TRANSACTION => Some(TxStatus::InTransaction),
+            tx::FAILED => Some(TxStatus::Failed),
             _ => None,
         }
     }
@@ -323,9 +349,9 @@ impl TxStatus {
     /// The status byte.
     pub fn as_byte(self) -> u8 {
         match self {
-            TxStatus::Idle => b'I',
-            TxStatus::InTransaction => b'T',
-            TxStatus::Failed => b'E',
+            TxStatus::Idle => tx::IDLE,
+            TxStatus::InTransaction => tx::IN_TRANSACTION,
+            TxStatus::Failed => tx::FAILED,
         }
     }
 }

@@ -1,6 +1,7 @@
 use super::*;
 use crate::protocol::tags::fe;
 use bytes::BytesMut;
+use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
 use postgres_protocol::IsNull;
 
@@ -227,6 +228,35 @@ fn ready_for_query_is_one_known_byte() {
     assert!(err(ReadyForQuery::parse(b"")).contains("0 bytes, expected 1"));
     assert!(err(ReadyForQuery::parse(b"II")).contains("2 bytes, expected 1"));
     assert!(err(ReadyForQuery::parse(b"x")).contains("invalid transaction status 120"));
+}
+
+#[test]
+fn backend_key_data_is_two_words_exactly() {
+    let k = BackendKeyData::parse(&[0, 0, 0x30, 0x39, 0xff, 0xff, 0xff, 0xfe]).unwrap();
+    assert_eq!((k.pid, k.secret), (12345, -2));
+    // What postgres-protocol reads from the same message.
+    let mut buf = BytesMut::from(&b"K\0\0\0\x0c\0\0\x30\x39\xff\xff\xff\xfe"[..]);
+    let Ok(Some(Message::BackendKeyData(theirs))) = Message::parse(&mut buf) else {
+        panic!("postgres-protocol refused BackendKeyData");
+    };
+    assert_eq!(
+        (theirs.process_id(), theirs.secret_key()),
+        (k.pid, k.secret)
+    );
+    let cases: &[(&[u8], &str)] = &[
+        (b"", "insufficient data left in message"),
+        (b"\0\0\0", "insufficient data left in message"),
+        (b"\0\0\0\x01\0\0\0", "insufficient data left in message"),
+        (b"\0\0\0\x01\0\0\0\x02\0", "invalid message format"),
+    ];
+    for (b, want) in cases {
+        assert_eq!(
+            err(BackendKeyData::parse(b)),
+            format!("malformed BackendKeyData from the server: {want}"),
+            "{}",
+            b.escape_ascii()
+        );
+    }
 }
 
 /// `SELECT 1/0` on PostgreSQL 16.
