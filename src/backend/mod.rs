@@ -21,7 +21,7 @@ use crate::auth::ScramCredential;
 use crate::config::BackendHost;
 use bytes::BytesMut;
 
-use crate::protocol::frontend::split_cstr;
+use crate::protocol::messages::ParameterStatus;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
@@ -427,15 +427,12 @@ impl ParamSet {
 
     /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
     pub fn apply_status(&mut self, body: &[u8]) -> bool {
-        let Some((name, rest)) = split_cstr(body) else {
-            return false;
-        };
-        let Some((value, _)) = split_cstr(rest) else {
+        let Ok(ps) = ParameterStatus::parse(body) else {
             return false;
         };
         self.set(
-            &String::from_utf8_lossy(name),
-            &String::from_utf8_lossy(value),
+            &String::from_utf8_lossy(ps.name),
+            &String::from_utf8_lossy(ps.value),
         );
         true
     }

@@ -25,10 +25,16 @@ pub enum Reply {
         /// Statement id to forget if the Parse fails or is skipped.
         id: Option<u64>,
     },
-    /// BindComplete.
-    Bind,
+    /// BindComplete; `stmt` is the pooler statement bound, if renamed.
+    Bind {
+        /// The pooler statement the client's name was mapped to.
+        stmt: Option<u64>,
+    },
     /// RowDescription or NoData, after a ParameterDescription for a statement.
-    Describe,
+    Describe {
+        /// The pooler statement described, if renamed.
+        stmt: Option<u64>,
+    },
     /// Rows or COPY data, then CommandComplete, EmptyQueryResponse or PortalSuspended.
     Execute,
     /// CloseComplete; `evicted` is a statement the pooler is closing.
@@ -53,8 +59,8 @@ impl Reply {
             fe::FUNCTION_CALL => Reply::FunctionCall,
             fe::SYNC => Reply::Sync,
             fe::PARSE => Reply::Parse { id: None },
-            fe::BIND => Reply::Bind,
-            fe::DESCRIBE => Reply::Describe,
+            fe::BIND => Reply::Bind { stmt: None },
+            fe::DESCRIBE => Reply::Describe { stmt: None },
             fe::EXECUTE => Reply::Execute,
             fe::CLOSE => Reply::Close { evicted: None },
             _ => return None,
@@ -236,6 +242,16 @@ impl Owed {
         self.settle();
     }
 
+    /// The pooler statement the next reply's client message named under
+    /// the client's own name, if it did: the server's error text names the
+    /// pooler's statement and must be given the client's name back.
+    pub fn head_statement(&self) -> Option<u64> {
+        match self.queue.front() {
+            Some(Expect::Client(Reply::Bind { stmt } | Reply::Describe { stmt })) => *stmt,
+            _ => None,
+        }
+    }
+
     /// True when the next reply answers a message the pooler added.
     pub fn head_is_injected(&self) -> bool {
         matches!(self.queue.front(), Some(Expect::Injected(_)))
@@ -341,11 +357,11 @@ impl Owed {
                 true
             }
             (Reply::Parse { .. }, be::PARSE_COMPLETE)
-            | (Reply::Bind, be::BIND_COMPLETE)
+            | (Reply::Bind { .. }, be::BIND_COMPLETE)
             | (Reply::Close { .. }, be::CLOSE_COMPLETE)
-            | (Reply::Describe, be::ROW_DESCRIPTION | be::NO_DATA)
+            | (Reply::Describe { .. }, be::ROW_DESCRIPTION | be::NO_DATA)
             | (Reply::Execute, be::EMPTY_QUERY_RESPONSE | be::PORTAL_SUSPENDED) => true,
-            (Reply::Describe, be::PARAMETER_DESCRIPTION) => false,
+            (Reply::Describe { .. }, be::PARAMETER_DESCRIPTION) => false,
             (Reply::Execute, be::DATA_ROW | be::COPY_DATA | be::COPY_DONE) => false,
             _ => return Err(Unexpected(tag)),
         };

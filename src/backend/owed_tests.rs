@@ -47,7 +47,7 @@ fn injected_parse_reply_is_dropped_and_synthetic_is_due_in_order() {
         &mut r,
         &[
             Expect::Injected(Reply::Parse { id: Some(1) }),
-            Expect::Client(Reply::Bind),
+            Expect::Client(Reply::Bind { stmt: None }),
             Expect::Owed(Synthetic::CloseComplete),
             Expect::Client(Reply::Execute),
             Expect::Client(Reply::Sync),
@@ -117,7 +117,7 @@ fn a_skipped_pooler_error_takes_its_text_with_it() {
 #[test]
 fn error_before_the_client_sent_sync_skips_later_messages() {
     let mut r = Owed::default();
-    push_all(&mut r, &[Expect::Client(Reply::Bind)]);
+    push_all(&mut r, &[Expect::Client(Reply::Bind { stmt: None })]);
     let mut fixes = Vec::new();
     assert_eq!(r.on_server(ERROR_RESPONSE, None, &mut fixes), Ok(Forward));
     let fixes = push_all(

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::relay::{self, Mode, TxnEnd};
+use super::txn::statements::ClientStatements;
 use super::{cancel, registry, ClientError, ClientState, Meter, RelayEnd};
 use crate::backend::Departure;
 use crate::pool::Lease;
@@ -67,6 +68,8 @@ impl Session {
         let killed = lease.pool().kill_token();
         let client_class = Class::client(self.transport, stream.is_tls());
         let mut meter = Meter::new(&pooler.stats, client_class, lease.backend().class());
+        // Session pooling renames nothing: the client's names are the server's.
+        let mut statements = ClientStatements::default();
         let mode = Mode {
             release_at_idle: false,
             statement: false,
@@ -74,6 +77,7 @@ impl Session {
             rewriter: None,
             client_params: None,
             client_id: self.client_id,
+            statements: &mut statements,
         };
         let end = {
             let (mut cr, mut cw) = stream.split();

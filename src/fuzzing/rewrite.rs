@@ -135,13 +135,12 @@ pub fn check(data: &[u8]) -> Result<(), Failure> {
     let tracked = |_: &str| false;
     let manage = data.first().is_none_or(|b| b & 1 == 0);
     let mut rw = Rewriter {
-        statements: &mut statements,
         registry: &registry,
         manage,
         tracked: &tracked,
     };
     let mut ledger = Ledger::new(3);
-    let mut shared = Shared::new(&mut ledger, 1);
+    let mut shared = Shared::new(&mut ledger, 1, &mut statements);
     let mut rep = Vec::new();
     let mut defined: Vec<Vec<u8>> = Vec::new();
     // After the pooler's own 42P05, up to the client's Sync.

@@ -8,6 +8,7 @@ use tokio::io::AsyncWriteExt;
 use super::{Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
 use crate::backend::owed::Disposition;
 use crate::backend::{ParamSet, TxStatus, MAX_INSPECTED};
+use crate::client::txn::rewrite::error_with_client_name;
 use crate::protocol::messages::Fields;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::tags::be;
@@ -140,8 +141,14 @@ impl Down<'_, '_> {
         loop {
             let data = buf.readable();
             // The reply to a pooler message is read whole so it can be dropped.
+            // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
-            let inspect = |t| injected || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS);
+            let named = s.ledger.owed().head_statement().is_some();
+            let inspect = |t| {
+                injected
+                    || (named && t == be::ERROR_RESPONSE)
+                    || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS)
+            };
             let step = scan
                 .step_capped(data, pos, inspect, MAX_INSPECTED)
                 .map_err(|v| format!("server sent garbage: {v}"))?;
@@ -162,7 +169,23 @@ impl Down<'_, '_> {
                 modified = true;
             }
             let body = &data[start + 5..end];
+            // The server names the pooler's statement in some errors (a
+            // Bind with the wrong parameter count): give the client's back.
+            let renamed = match (tag, whole, ledger.owed().head_statement()) {
+                (be::ERROR_RESPONSE, true, Some(id)) => s
+                    .statements
+                    .name_of(id)
+                    .and_then(|name| error_with_client_name(body, id, name)),
+                _ => None,
+            };
+            let Shared { ledger, fixes, .. } = &mut *s;
             let disposition = ledger.on_message(tag, whole.then_some(body), fixes)?;
+            if let Some(msg) = &renamed {
+                out.extend_from_slice(&data[run..start]);
+                out.extend_from_slice(msg);
+                run = end;
+                modified = true;
+            }
             s.apply_fixes();
             match tag {
                 be::READY_FOR_QUERY => {

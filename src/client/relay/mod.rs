@@ -29,6 +29,7 @@ pub(crate) use meter::Progress;
 pub use meter::{Meter, RelayEnd};
 
 use super::txn::rewrite::{Pin, Rewriter};
+use super::txn::statements::ClientStatements;
 use crate::backend::owed::{CacheFix, Expect, Reply};
 use crate::backend::{Ledger, Link, ParamSet};
 use crate::protocol::scan::Scanner;
@@ -62,6 +63,8 @@ pub struct Mode<'r, 'x> {
     pub client_params: Option<&'r mut Arc<ParamSet>>,
     /// Who the client is, for whose unnamed statement the backend holds.
     pub client_id: u64,
+    /// The client's named statements, which both directions consult.
+    pub statements: &'r mut ClientStatements,
 }
 
 /// How a relay over one backend ended.
@@ -101,11 +104,17 @@ pub struct Shared<'l> {
     pub skipping_to_sync: bool,
     /// The client holding the backend.
     pub client_id: u64,
+    /// The client's named statements (transaction pooling; empty otherwise).
+    pub statements: &'l mut ClientStatements,
 }
 
 impl<'l> Shared<'l> {
     /// Fresh client-side state over a backend's ledger.
-    pub fn new(ledger: &'l mut Ledger, client_id: u64) -> Self {
+    pub fn new(
+        ledger: &'l mut Ledger,
+        client_id: u64,
+        statements: &'l mut ClientStatements,
+    ) -> Self {
         Shared {
             ledger,
             fixes: Vec::new(),
@@ -115,6 +124,7 @@ impl<'l> Shared<'l> {
             undefined: Vec::new(),
             skipping_to_sync: false,
             client_id,
+            statements,
         }
     }
 
@@ -187,7 +197,7 @@ pub async fn relay(
     mode: Mode<'_, '_>,
 ) -> (TxnEnd, Left) {
     let parts = link.relay_parts();
-    let shared = Mutex::new(Shared::new(parts.ledger, mode.client_id));
+    let shared = Mutex::new(Shared::new(parts.ledger, mode.client_id, mode.statements));
     let flags = Flags {
         writing: AtomicBool::new(false),
         client_mid: AtomicBool::new(!cscan.at_boundary()),

@@ -64,7 +64,6 @@ pub(super) async fn serve(
     };
     let mut statements = ClientStatements::default();
     let mut rewriter = Rewriter {
-        statements: &mut statements,
         registry: &pooler.statements,
         manage: config.pool.max_prepared_statements > 0,
         tracked: &tracked,
@@ -128,6 +127,7 @@ pub(super) async fn serve(
             rewriter: Some(&mut rewriter),
             client_params: Some(&mut params),
             client_id,
+            statements: &mut statements,
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();

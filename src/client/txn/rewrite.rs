@@ -3,7 +3,9 @@
 //! client, and map named prepared statements to the pooler's names on the
 //! backend (preparing them there first when the backend lacks them).
 
-use super::statements::{ClientStatements, StatementRegistry};
+#[cfg(test)]
+use super::statements::ClientStatements;
+use super::statements::StatementRegistry;
 use crate::backend::owed::{Expect, Reply, Synthetic};
 use crate::backend::prepared::statement_name;
 use crate::client::relay::PREFIX_CAP;
@@ -54,8 +56,6 @@ pub enum Outcome {
 
 /// The client's side of the rewriting.
 pub struct Rewriter<'a> {
-    /// The client's named statements.
-    pub statements: &'a mut ClientStatements,
     /// Pooler-wide statement ids.
     pub registry: &'a StatementRegistry,
     /// False when `max_prepared_statements` is 0: names pass untouched and pin.
@@ -68,7 +68,7 @@ impl Rewriter<'_> {
     /// Forgets the names whose Parse the server refused or skipped.
     pub fn forget_undefined(&mut self, shared: &mut Shared<'_>) {
         for name in shared.undefined.drain(..) {
-            self.statements.close(&name);
+            shared.statements.close(&name);
         }
     }
 
@@ -133,7 +133,7 @@ impl Rewriter<'_> {
         if fx.drops_prepared {
             shared.ledger.prepared().clear();
             shared.cache_doubt = true;
-            self.statements.clear();
+            shared.statements.clear();
         }
     }
 
@@ -160,7 +160,7 @@ impl Rewriter<'_> {
             return Ok(Outcome::Forward);
         }
         let stmt = self.registry.intern(definition);
-        if !self.statements.define(name, stmt.clone()) {
+        if !shared.statements.define(name, stmt.clone()) {
             // As PostgreSQL: ERROR 42P05, then everything up to Sync is skipped.
             return self.duplicate(name, shared);
         }
@@ -192,7 +192,7 @@ impl Rewriter<'_> {
         if name.is_empty() {
             shared.ledger.set_unnamed_owner(Some(shared.client_id));
         } else {
-            if self.manage && self.statements.get(name).is_some() {
+            if self.manage && shared.statements.get(name).is_some() {
                 // The name is taken among the pooler's statements.
                 return self.duplicate(name, shared);
             }
@@ -245,7 +245,7 @@ impl Rewriter<'_> {
             self.unnamed_guard(shared, out);
         }
         let id = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Bind));
+        shared.push(Expect::Client(Reply::Bind { stmt: id }));
         let Some(id) = id else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
@@ -287,14 +287,14 @@ impl Rewriter<'_> {
     ) -> Result<Outcome, Violation> {
         let Describe { target: kind, name } = Describe::parse(body)?;
         if kind != Target::Statement {
-            shared.push(Expect::Client(Reply::Describe));
+            shared.push(Expect::Client(Reply::Describe { stmt: None }));
             return Ok(Outcome::Forward);
         }
         if name.is_empty() {
             self.unnamed_guard(shared, out);
         }
         let id = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Describe));
+        shared.push(Expect::Client(Reply::Describe { stmt: id }));
         let Some(id) = id else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
@@ -314,7 +314,7 @@ impl Rewriter<'_> {
         if kind == Target::Statement
             && !name.is_empty()
             && self.manage
-            && self.statements.close(name)
+            && shared.statements.close(name)
         {
             shared.push(Expect::Owed(Synthetic::CloseComplete));
             return Ok(Outcome::Swallowed);
@@ -330,7 +330,7 @@ impl Rewriter<'_> {
         if name.is_empty() || !self.manage {
             return None;
         }
-        let stmt = self.statements.get(name)?;
+        let stmt = shared.statements.get(name)?.clone();
         if !shared.ledger.prepared().touch(stmt.id) {
             evict_for(stmt.id, shared, out);
             put_parse(out, stmt.id, &stmt.definition);
@@ -338,6 +338,40 @@ impl Rewriter<'_> {
         }
         Some(stmt.id)
     }
+}
+
+/// The ErrorResponse `body` with the pooler's name for statement `id`
+/// (`"PGHARBOR_<id>"`, as PostgreSQL quotes it) put back to the client's
+/// `name`, as a whole message; `None` if the error does not name it.
+pub fn error_with_client_name(body: &[u8], id: u64, name: &[u8]) -> Option<Vec<u8>> {
+    let mut ours = b"\"".to_vec();
+    statement_name(id, &mut ours);
+    ours.push(b'"');
+    let fields = crate::protocol::messages::Fields::new(body);
+    if !fields
+        .iter()
+        .any(|(_, v)| v.windows(ours.len()).any(|w| w == ours.as_slice()))
+    {
+        return None;
+    }
+    let mut theirs = b"\"".to_vec();
+    theirs.extend_from_slice(name);
+    theirs.push(b'"');
+    let mut out = vec![crate::protocol::tags::be::ERROR_RESPONSE, 0, 0, 0, 0];
+    for (code, mut value) in fields.iter() {
+        out.push(code);
+        while let Some(at) = value.windows(ours.len()).position(|w| w == ours.as_slice()) {
+            out.extend_from_slice(&value[..at]);
+            out.extend_from_slice(&theirs);
+            value = &value[at + ours.len()..];
+        }
+        out.extend_from_slice(value);
+        out.push(0);
+    }
+    out.push(0);
+    let len = u32::try_from(out.len() - 1).ok()?;
+    out[1..5].copy_from_slice(&len.to_be_bytes());
+    Some(out)
 }
 
 /// Records `id` in the cache and writes a Close for each statement it evicts.
@@ -405,13 +439,12 @@ mod tests {
         let mut statements = ClientStatements::default();
         let tracked = |_: &str| false;
         let mut rw = Rewriter {
-            statements: &mut statements,
             registry: &registry,
             manage: true,
             tracked: &tracked,
         };
         let mut ledger = crate::backend::Ledger::new(4);
-        let mut shared = Shared::new(&mut ledger, 1);
+        let mut shared = Shared::new(&mut ledger, 1, &mut statements);
         let mut out = Vec::new();
         let results = msgs
             .iter()
@@ -556,5 +589,26 @@ mod tests {
                 .collect();
             let _ = run(&[msg(tag, &body), msg(b'S', b"")]);
         }
+    }
+
+    #[test]
+    fn server_errors_get_the_clients_statement_name_back() {
+        let body = b"SERROR\0VERROR\0C08P01\0Mbind message supplies 1 parameters, but prepared statement \"PGHARBOR_6\" requires 0\0Fpostgres.c\0\0";
+        let out = error_with_client_name(body, 6, b"s6").expect("renamed");
+        assert_eq!(out[0], b'E');
+        assert_eq!(
+            u32::from_be_bytes([out[1], out[2], out[3], out[4]]) as usize,
+            out.len() - 1
+        );
+        let text = String::from_utf8_lossy(&out);
+        assert!(
+            text.contains("prepared statement \"s6\" requires 0"),
+            "{text}"
+        );
+        assert!(!text.contains("PGHARBOR"), "{text}");
+        assert!(text.contains("Fpostgres.c"), "{text}");
+        // Another statement's name, or none, is left alone.
+        assert_eq!(error_with_client_name(body, 7, b"s7"), None);
+        assert_eq!(error_with_client_name(b"SERROR\0Mx\0\0", 6, b"s6"), None);
     }
 }

@@ -88,6 +88,15 @@ impl ClientStatements {
         self.by_name.remove(name).is_some()
     }
 
+    /// A name the client gave pooler statement `id` (for the server's error
+    /// texts; a client that prepared one query under two names gets one).
+    pub fn name_of(&self, id: u64) -> Option<&[u8]> {
+        self.by_name
+            .iter()
+            .find(|(_, s)| s.id == id)
+            .map(|(n, _)| &**n)
+    }
+
     /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).
     pub fn clear(&mut self) {
         self.by_name.clear();
