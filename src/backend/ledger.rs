@@ -156,6 +156,11 @@ impl Ledger {
         self.unnamed_owner.is_some_and(|o| o != client)
     }
 
+    /// True if the server holds `client`'s unnamed statement.
+    pub fn unnamed_is(&self, client: u64) -> bool {
+        self.unnamed_owner == Some(client)
+    }
+
     /// `client` defined (or dropped) the unnamed statement.
     pub fn set_unnamed_owner(&mut self, client: Option<u64>) {
         self.unnamed_owner = client;

@@ -29,7 +29,7 @@ pub(crate) use meter::Progress;
 pub use meter::{Meter, RelayEnd};
 
 use super::txn::rewrite::{Pin, Rewriter};
-use super::txn::statements::ClientStatements;
+use super::txn::statements::{ClientStatements, UNNAMED};
 use crate::backend::owed::{CacheFix, Expect, Reply};
 use crate::backend::{Ledger, Link, ParamSet};
 use crate::protocol::scan::Scanner;
@@ -139,6 +139,10 @@ impl<'l> Shared<'l> {
     pub fn apply_fixes(&mut self) {
         for f in self.fixes.drain(..) {
             if let CacheFix::Undefine(id) = f {
+                if id == UNNAMED {
+                    self.statements.drop_unnamed();
+                    continue;
+                }
                 if let Some(at) = self.defined.iter().position(|(d, _)| *d == id) {
                     let (_, name) = self.defined.swap_remove(at);
                     self.undefined.push(name);

@@ -5,7 +5,7 @@
 
 #[cfg(test)]
 use super::statements::ClientStatements;
-use super::statements::StatementRegistry;
+use super::statements::{StatementRegistry, UNNAMED};
 use crate::backend::owed::{Expect, Reply, Synthetic};
 use crate::backend::prepared::statement_name;
 use crate::client::relay::PREFIX_CAP;
@@ -97,6 +97,8 @@ impl Rewriter<'_> {
                 // Of an oversized query only its head is classified: what
                 // pins is said by a statement's first words.
                 self.classify(cstr_prefix(body), shared);
+                // A simple Query drops the unnamed statement (exec_simple_query).
+                shared.statements.drop_unnamed();
                 shared.push(Expect::Client(Reply::Query));
                 Ok(Outcome::Forward)
             }
@@ -150,12 +152,17 @@ impl Rewriter<'_> {
             ..
         } = Parse::parse(body)?;
         self.classify(query, shared);
-        if name.is_empty() || !self.manage {
-            if name.is_empty() {
-                shared.ledger.set_unnamed_owner(Some(shared.client_id));
-            } else {
-                shared.pin(Pin::NamedStatement);
-            }
+        if name.is_empty() {
+            // Kept so a later transaction on another backend finds it, as
+            // the client's own session would; if this Parse fails or is
+            // skipped the client has none (see `UNNAMED`).
+            shared.ledger.set_unnamed_owner(Some(shared.client_id));
+            shared.statements.set_unnamed(definition);
+            shared.push(Expect::Client(Reply::Parse { id: Some(UNNAMED) }));
+            return Ok(Outcome::Forward);
+        }
+        if !self.manage {
+            shared.pin(Pin::NamedStatement);
             shared.push(Expect::Client(Reply::Parse { id: None }));
             return Ok(Outcome::Forward);
         }
@@ -190,7 +197,9 @@ impl Rewriter<'_> {
         let definition = prefix.get(name.len() + 1..).unwrap_or_default();
         self.classify(cstr_prefix(definition), shared);
         if name.is_empty() {
+            // Too large to keep: usable on this backend only.
             shared.ledger.set_unnamed_owner(Some(shared.client_id));
+            shared.statements.drop_unnamed();
         } else {
             if self.manage && shared.statements.get(name).is_some() {
                 // The name is taken among the pooler's statements.
@@ -272,7 +281,15 @@ impl Rewriter<'_> {
     /// a session of its own (26000 "unnamed prepared statement does not
     /// exist").
     fn unnamed_guard(&self, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
-        if shared.ledger.unnamed_belongs_elsewhere(shared.client_id) {
+        if shared.ledger.unnamed_is(shared.client_id) {
+            return;
+        }
+        if let Some(definition) = shared.statements.unnamed() {
+            // The client's own, from an earlier transaction elsewhere.
+            put_msg(out, fe::PARSE, &[b"\0", definition]);
+            shared.push(Expect::Injected(Reply::Parse { id: None }));
+            shared.ledger.set_unnamed_owner(Some(shared.client_id));
+        } else if shared.ledger.unnamed_belongs_elsewhere(shared.client_id) {
             put_msg(out, fe::CLOSE, &[&[target::STATEMENT], b"\0"]);
             shared.push(Expect::Injected(Reply::Close { evicted: None }));
             shared.ledger.set_unnamed_owner(None);
@@ -310,6 +327,10 @@ impl Rewriter<'_> {
 
     fn close(&mut self, body: &[u8], shared: &mut Shared<'_>) -> Result<Outcome, Violation> {
         let Close { target: kind, name } = Close::parse(body)?;
+        if kind == Target::Statement && name.is_empty() {
+            shared.statements.drop_unnamed();
+            shared.ledger.set_unnamed_owner(None);
+        }
         // The backend keeps the statement for other clients; the LRU closes it.
         if kind == Target::Statement
             && !name.is_empty()

@@ -62,10 +62,18 @@ impl StatementRegistry {
     }
 }
 
-/// One client's named statements.
+/// Stands for the unnamed statement where the books need a statement id.
+pub const UNNAMED: u64 = u64::MAX;
+
+/// One client's named statements, and its unnamed one.
 #[derive(Default)]
 pub struct ClientStatements {
     by_name: HashMap<Box<[u8]>, Arc<Statement>>,
+    /// The unnamed statement's definition (query and parameter types), as
+    /// a session of the client's own would still hold it; the buffer is
+    /// kept, so redefining it costs no allocation.
+    unnamed: Vec<u8>,
+    unnamed_live: bool,
 }
 
 impl ClientStatements {
@@ -95,6 +103,24 @@ impl ClientStatements {
             .iter()
             .find(|(_, s)| s.id == id)
             .map(|(n, _)| &**n)
+    }
+
+    /// The client defined the unnamed statement as `definition`.
+    pub fn set_unnamed(&mut self, definition: &[u8]) {
+        self.unnamed.clear();
+        self.unnamed.extend_from_slice(definition);
+        self.unnamed_live = true;
+    }
+
+    /// The client's unnamed statement is gone (a simple Query, a Close, a
+    /// failed Parse), or too large to keep.
+    pub fn drop_unnamed(&mut self) {
+        self.unnamed_live = false;
+    }
+
+    /// The client's unnamed statement's definition, if it has one.
+    pub fn unnamed(&self) -> Option<&[u8]> {
+        self.unnamed_live.then_some(self.unnamed.as_slice())
     }
 
     /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).
