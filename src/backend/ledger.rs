@@ -11,6 +11,10 @@ use crate::protocol::tags::be;
 
 pub use crate::protocol::messages::TxStatus;
 
+/// One client's definition of the unnamed statement: (client id, the
+/// client's count of unnamed Parses).
+pub type UnnamedKey = (u64, u64);
+
 /// One backend connection's protocol bookkeeping.
 pub struct Ledger {
     owed: Owed,
@@ -18,9 +22,10 @@ pub struct Ledger {
     prepared: PreparedCache,
     params: ParamSet,
     extras: ParamSet,
-    /// The client whose unnamed statement the server holds (transaction
-    /// pooling hands the backend to others between transactions).
-    unnamed_owner: Option<u64>,
+    /// Whose unnamed statement the server holds, and which of that
+    /// client's definitions (transaction pooling hands the backend to others
+    /// between transactions, and a client to other backends).
+    unnamed: Option<UnnamedKey>,
     /// A client message was only partly sent: the server waits for the rest.
     sent_partial: bool,
     /// Why the connection cannot be trusted any more, once it cannot.
@@ -36,7 +41,7 @@ impl Ledger {
             prepared: PreparedCache::new(capacity),
             params: ParamSet::default(),
             extras: ParamSet::default(),
-            unnamed_owner: None,
+            unnamed: None,
             sent_partial: false,
             broken: None,
         }
@@ -54,7 +59,7 @@ impl Ledger {
             Expect::Client(super::owed::Reply::Query) | Expect::Injected(super::owed::Reply::Query)
         ) {
             // A simple Query drops the unnamed statement (exec_simple_query).
-            self.unnamed_owner = None;
+            self.unnamed = None;
         }
         self.owed.push(e, fixes);
         self.apply(fixes);
@@ -150,20 +155,14 @@ impl Ledger {
         &mut self.extras
     }
 
-    /// True if the server holds an unnamed statement that a client other
-    /// than `client` defined.
-    pub fn unnamed_belongs_elsewhere(&self, client: u64) -> bool {
-        self.unnamed_owner.is_some_and(|o| o != client)
+    /// Whose unnamed statement (which definition) the server holds.
+    pub fn unnamed(&self) -> Option<UnnamedKey> {
+        self.unnamed
     }
 
-    /// True if the server holds `client`'s unnamed statement.
-    pub fn unnamed_is(&self, client: u64) -> bool {
-        self.unnamed_owner == Some(client)
-    }
-
-    /// `client` defined (or dropped) the unnamed statement.
-    pub fn set_unnamed_owner(&mut self, client: Option<u64>) {
-        self.unnamed_owner = client;
+    /// The server now holds this unnamed statement (`None`: none).
+    pub fn set_unnamed(&mut self, key: Option<UnnamedKey>) {
+        self.unnamed = key;
     }
 
     /// Records whether the last client message was only partly sent.
@@ -192,7 +191,7 @@ impl Ledger {
     /// statements too if the query drops them.
     pub(super) fn after_reset(&mut self, reset_query: &str) {
         self.extras = ParamSet::default();
-        self.unnamed_owner = None;
+        self.unnamed = None;
         if crate::protocol::sql::classify(reset_query.as_bytes(), &|_| true).drops_prepared {
             self.prepared.clear();
         }

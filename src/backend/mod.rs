@@ -29,7 +29,7 @@ use crate::stream::{ReadError, Stream};
 use crate::tls::Transport;
 
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
-pub use ledger::{Ledger, TxStatus};
+pub use ledger::{Ledger, TxStatus, UnnamedKey};
 pub use session::parse_error_fields;
 pub use status::{LinkStatus, ServerInfo, ServerState};
 

@@ -8,13 +8,14 @@ use super::statements::ClientStatements;
 use super::statements::{StatementRegistry, UNNAMED};
 use crate::backend::owed::{Expect, Reply, Synthetic};
 use crate::backend::prepared::statement_name;
+use crate::backend::TxStatus;
 use crate::client::relay::PREFIX_CAP;
 use crate::client::relay::{account_plain, Shared};
 use crate::protocol::frontend::split_cstr;
 use crate::protocol::messages::{BindHead, Close, Describe, Parse, Target};
 use crate::protocol::sql::{self, PinReason};
 use crate::protocol::tags::{fe, target};
-use crate::protocol::Violation;
+use crate::protocol::{PgError, Violation};
 
 /// Why a client keeps its backend until it disconnects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,8 +157,9 @@ impl Rewriter<'_> {
             // Kept so a later transaction on another backend finds it, as
             // the client's own session would; if this Parse fails or is
             // skipped the client has none (see `UNNAMED`).
-            shared.ledger.set_unnamed_owner(Some(shared.client_id));
             shared.statements.set_unnamed(definition);
+            let key = shared.statements.unnamed_key(shared.client_id);
+            shared.ledger.set_unnamed(key);
             shared.push(Expect::Client(Reply::Parse { id: Some(UNNAMED) }));
             return Ok(Outcome::Forward);
         }
@@ -172,6 +174,24 @@ impl Rewriter<'_> {
             return self.duplicate(name, shared);
         }
         shared.defined.push((stmt.id, name.into()));
+        let ledger = &shared.ledger;
+        if ledger.tx() == TxStatus::Failed
+            && ledger.owed().is_empty()
+            && !sql::ends_failed_transaction(query)
+        {
+            // The server would refuse this Parse; answering it from the
+            // cache would not. (With replies owed the status may be stale:
+            // then the backend is asked.)
+            shared.statements.close(name);
+            shared.defined.pop();
+            return Ok(self.owe_error(
+                PgError::error(
+                    "25P02",
+                    "current transaction is aborted, commands ignored until end of transaction block",
+                ),
+                shared,
+            ));
+        }
         if shared.ledger.prepared().touch(stmt.id) {
             shared.push(Expect::Owed(Synthetic::ParseComplete { id: stmt.id }));
             return Ok(Outcome::Swallowed);
@@ -198,8 +218,9 @@ impl Rewriter<'_> {
         self.classify(cstr_prefix(definition), shared);
         if name.is_empty() {
             // Too large to keep: usable on this backend only.
-            shared.ledger.set_unnamed_owner(Some(shared.client_id));
-            shared.statements.drop_unnamed();
+            shared.statements.set_unnamed_unkept();
+            let key = shared.statements.unnamed_key(shared.client_id);
+            shared.ledger.set_unnamed(key);
         } else {
             if self.manage && shared.statements.get(name).is_some() {
                 // The name is taken among the pooler's statements.
@@ -213,18 +234,24 @@ impl Rewriter<'_> {
 
     /// The pooler's 42P05 for a name the client already defined.
     fn duplicate(&mut self, name: &[u8], shared: &mut Shared<'_>) -> Result<Outcome, Violation> {
-        let mut e = bytes::BytesMut::new();
-        crate::protocol::PgError::error(
+        let e = PgError::error(
             "42P05",
             format!(
                 "prepared statement \"{}\" already exists",
                 String::from_utf8_lossy(name)
             ),
-        )
-        .encode(&mut e);
-        shared.push(Expect::Owed(Synthetic::Error(e.to_vec().into())));
+        );
+        Ok(self.owe_error(e, shared))
+    }
+
+    /// Answers the client's message with `e` as PostgreSQL would: the
+    /// error, then everything up to the client's Sync is skipped.
+    fn owe_error(&self, e: PgError, shared: &mut Shared<'_>) -> Outcome {
+        let mut bytes = bytes::BytesMut::new();
+        e.encode(&mut bytes);
+        shared.push(Expect::Owed(Synthetic::Error(bytes.to_vec().into())));
         shared.skipping_to_sync = true;
-        Ok(Outcome::Swallowed)
+        Outcome::Swallowed
     }
 
     /// A Bind, whole or (`whole` false) its first bytes: only the names
@@ -276,24 +303,28 @@ impl Rewriter<'_> {
         })
     }
 
-    /// Before a message that uses the unnamed statement: if another client
-    /// left one on this backend, close it, so this client finds none, as in
-    /// a session of its own (26000 "unnamed prepared statement does not
-    /// exist").
+    /// Before a message that uses the unnamed statement: make the backend
+    /// hold exactly what the client's own session would. Its current
+    /// definition is parsed again if the backend lacks it; another
+    /// client's (or a stale one) is closed, so the client gets 26000
+    /// "unnamed prepared statement does not exist" as in a fresh session.
     fn unnamed_guard(&self, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
-        if shared.ledger.unnamed_is(shared.client_id) {
+        let mine = shared.statements.unnamed_key(shared.client_id);
+        let held = shared.ledger.unnamed();
+        if held == mine {
             return;
         }
         if let Some(definition) = shared.statements.unnamed() {
             // The client's own, from an earlier transaction elsewhere.
             put_msg(out, fe::PARSE, &[b"\0", definition]);
             shared.push(Expect::Injected(Reply::Parse { id: None }));
-            shared.ledger.set_unnamed_owner(Some(shared.client_id));
-        } else if shared.ledger.unnamed_belongs_elsewhere(shared.client_id) {
+        } else {
+            // Another client's, one this client no longer has, or one too
+            // large to keep that lives on another backend.
             put_msg(out, fe::CLOSE, &[&[target::STATEMENT], b"\0"]);
             shared.push(Expect::Injected(Reply::Close { evicted: None }));
-            shared.ledger.set_unnamed_owner(None);
         }
+        shared.ledger.set_unnamed(mine);
     }
 
     fn describe(
@@ -329,7 +360,7 @@ impl Rewriter<'_> {
         let Close { target: kind, name } = Close::parse(body)?;
         if kind == Target::Statement && name.is_empty() {
             shared.statements.drop_unnamed();
-            shared.ledger.set_unnamed_owner(None);
+            shared.ledger.set_unnamed(None);
         }
         // The backend keeps the statement for other clients; the LRU closes it.
         if kind == Target::Statement

@@ -74,6 +74,10 @@ pub struct ClientStatements {
     /// kept, so redefining it costs no allocation.
     unnamed: Vec<u8>,
     unnamed_live: bool,
+    /// The definition is in `unnamed` (false: too large to keep).
+    unnamed_kept: bool,
+    /// Unnamed Parses so far: which definition a backend holds.
+    unnamed_gen: u64,
 }
 
 impl ClientStatements {
@@ -110,6 +114,22 @@ impl ClientStatements {
         self.unnamed.clear();
         self.unnamed.extend_from_slice(definition);
         self.unnamed_live = true;
+        self.unnamed_kept = true;
+        self.unnamed_gen += 1;
+    }
+
+    /// The client defined an unnamed statement too large to keep: it lives
+    /// on the backend that parsed it only.
+    pub fn set_unnamed_unkept(&mut self) {
+        self.unnamed.clear();
+        self.unnamed_live = true;
+        self.unnamed_kept = false;
+        self.unnamed_gen += 1;
+    }
+
+    /// Which of the client's unnamed definitions is current, if any.
+    pub fn unnamed_key(&self, client: u64) -> Option<crate::backend::UnnamedKey> {
+        self.unnamed_live.then_some((client, self.unnamed_gen))
     }
 
     /// The client's unnamed statement is gone (a simple Query, a Close, a
@@ -120,7 +140,7 @@ impl ClientStatements {
 
     /// The client's unnamed statement's definition, if it has one.
     pub fn unnamed(&self) -> Option<&[u8]> {
-        self.unnamed_live.then_some(self.unnamed.as_slice())
+        (self.unnamed_live && self.unnamed_kept).then_some(self.unnamed.as_slice())
     }
 
     /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).

@@ -92,6 +92,25 @@ pub fn classify(sql: &[u8], tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
     fx
 }
 
+/// True when `sql` is a statement PostgreSQL runs inside a failed
+/// transaction (`IsTransactionExitStmt`: COMMIT/END, ROLLBACK/ABORT,
+/// ROLLBACK TO, PREPARE TRANSACTION), or no statement at all; any other
+/// statement there gets 25P02.
+pub fn ends_failed_transaction(sql: &[u8]) -> bool {
+    let mut toks = (Lexer { s: sql, pos: 0 }).filter(|t| *t != Tok::Punct(b';'));
+    let Some(first) = toks.next() else {
+        return true;
+    };
+    let kw = |t: Tok, k: &[u8]| is_kw(sql, t, k);
+    if ["COMMIT", "END", "ROLLBACK", "ABORT"]
+        .iter()
+        .any(|k| kw(first, k.as_bytes()))
+    {
+        return true;
+    }
+    kw(first, b"PREPARE") && toks.next().is_some_and(|t| kw(t, b"TRANSACTION"))
+}
+
 /// Scans a dollar-quoted body as flat words, ignoring quotes and comments on
 /// purpose: dynamic SQL in `EXECUTE '...'` runs too, and a false hit only pins.
 fn scan_body(sql: &[u8], start: usize, end: usize) -> Option<PinReason> {

@@ -344,3 +344,29 @@ fn large_inputs_stay_linear() {
     dollars.extend_from_slice(&b"$aaaa".repeat(100_000));
     assert_eq!(classify(&dollars, &tracked).pin, None);
 }
+
+#[test]
+fn statements_a_failed_transaction_still_runs() {
+    for sql in [
+        "ROLLBACK",
+        "rollback to savepoint a",
+        "COMMIT",
+        "end",
+        "ABORT",
+        "PREPARE TRANSACTION 'x'",
+        "",
+        " ; ",
+        "/* c */ ROLLBACK",
+    ] {
+        assert!(ends_failed_transaction(sql.as_bytes()), "{sql}");
+    }
+    for sql in [
+        "SELECT 1",
+        "PREPARE p AS SELECT 1",
+        "SAVEPOINT a",
+        "RELEASE a",
+        "BEGIN",
+    ] {
+        assert!(!ends_failed_transaction(sql.as_bytes()), "{sql}");
+    }
+}
