@@ -25,14 +25,14 @@ pub enum Reply {
         /// Statement id to forget if the Parse fails or is skipped.
         id: Option<u64>,
     },
-    /// BindComplete; `stmt` is the pooler statement bound, if renamed.
+    /// BindComplete; `stmt` is the client's statement bound, if renamed.
     Bind {
-        /// The pooler statement the client's name was mapped to.
+        /// Which of the client's definitions of a name it bound (its serial).
         stmt: Option<u64>,
     },
     /// RowDescription or NoData, after a ParameterDescription for a statement.
     Describe {
-        /// The pooler statement described, if renamed.
+        /// Which of the client's definitions of a name it described.
         stmt: Option<u64>,
     },
     /// Rows or COPY data, then CommandComplete, EmptyQueryResponse or PortalSuspended.
@@ -242,8 +242,8 @@ impl Owed {
         self.settle();
     }
 
-    /// The pooler statement the next reply's client message named under
-    /// the client's own name, if it did: the server's error text names the
+    /// Which client statement (its serial) the next reply's client message
+    /// named, if the pooler renamed it: the server's error text names the
     /// pooler's statement and must be given the client's name back.
     pub fn head_statement(&self) -> Option<u64> {
         match self.queue.front() {

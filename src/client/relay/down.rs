@@ -134,12 +134,18 @@ impl Down<'_, '_> {
         let mut pos = 0;
         let mut run = 0;
         let mut modified = false;
-        let Shared { ledger, fixes, .. } = &mut *s;
-        let before = out.len();
-        ledger.take_due(out, fixes);
-        modified |= out.len() > before;
         loop {
             let data = buf.readable();
+            // Replies the pooler owes go out where they are due, before the
+            // next server message is even looked at: which reply that
+            // message is (and so how it must be read) depends on them.
+            if scan.at_boundary() && s.ledger.owed().synthetic_due() {
+                let Shared { ledger, fixes, .. } = &mut *s;
+                out.extend_from_slice(&data[run..pos]);
+                ledger.take_due(out, fixes);
+                run = pos;
+                modified = true;
+            }
             // The reply to a pooler message is read whole so it can be dropped.
             // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
@@ -161,21 +167,15 @@ impl Down<'_, '_> {
                 Step::Whole { tag, start, end } => (tag, start, end, true),
                 Step::Header { tag, start, end } => (tag, start, end, false),
             };
-            let Shared { ledger, fixes, .. } = &mut *s;
-            if ledger.owed().synthetic_due() {
-                out.extend_from_slice(&data[run..start]);
-                ledger.take_due(out, fixes);
-                run = start;
-                modified = true;
-            }
+            let Shared { ledger, .. } = &mut *s;
             let body = &data[start + 5..end];
             // The server names the pooler's statement in some errors (a
             // Bind with the wrong parameter count): give the client's back.
             let renamed = match (tag, whole, ledger.owed().head_statement()) {
-                (be::ERROR_RESPONSE, true, Some(id)) => s
+                (be::ERROR_RESPONSE, true, Some(serial)) => s
                     .statements
-                    .name_of(id)
-                    .and_then(|name| error_with_client_name(body, id, name)),
+                    .named(serial)
+                    .and_then(|(id, name)| error_with_client_name(body, id, name)),
                 _ => None,
             };
             let Shared { ledger, fixes, .. } = &mut *s;

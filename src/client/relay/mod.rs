@@ -225,6 +225,7 @@ pub async fn relay(
             progress: &progress,
             rewriter: rewriter.as_deref_mut(),
             idle_tx_timeout,
+            dropping: false,
         }
         .run(cr, &mut bw, cbuf, cscan, parts.queued);
         let down = Down {

@@ -20,6 +20,8 @@ pub(super) struct Up<'s, 'b, 'r, 'x> {
     pub(super) progress: &'s Progress,
     pub(super) rewriter: Option<&'r mut Rewriter<'x>>,
     pub(super) idle_tx_timeout: Option<Duration>,
+    /// The continuation of a message the rewriter swallowed is dropped too.
+    pub(super) dropping: bool,
 }
 
 /// The message types the rewriter must see whole (or, past [`WHOLE_CAP`],
@@ -205,6 +207,13 @@ impl Up<'_, '_, '_, '_> {
             let (tag, start, end, whole) = match step {
                 Step::NeedMore => break,
                 Step::Continuation { end } => {
+                    if self.dropping {
+                        // The rest of a message the pooler answered itself.
+                        out.extend_from_slice(&data[run..pos]);
+                        run = end;
+                        modified = true;
+                        self.dropping = !scan.at_boundary();
+                    }
                     pos = end;
                     continue;
                 }
@@ -233,7 +242,11 @@ impl Up<'_, '_, '_, '_> {
                 run = match outcome {
                     Outcome::Forward => start,
                     Outcome::Replaced { consumed } => start + consumed,
-                    Outcome::Swallowed => end,
+                    Outcome::Swallowed => {
+                        // Only part of it is here: what follows goes too.
+                        self.dropping = !scan.at_boundary();
+                        end
+                    }
                 };
             }
             pos = end;

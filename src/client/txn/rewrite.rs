@@ -280,8 +280,11 @@ impl Rewriter<'_> {
         if name.is_empty() {
             self.unnamed_guard(shared, out);
         }
-        let id = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Bind { stmt: id }));
+        let found = self.prepared_id(name, shared, out);
+        shared.push(Expect::Client(Reply::Bind {
+            stmt: found.map(|(_, serial)| serial),
+        }));
+        let id = found.map(|(id, _)| id);
         let Some(id) = id else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
@@ -341,8 +344,11 @@ impl Rewriter<'_> {
         if name.is_empty() {
             self.unnamed_guard(shared, out);
         }
-        let id = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Describe { stmt: id }));
+        let found = self.prepared_id(name, shared, out);
+        shared.push(Expect::Client(Reply::Describe {
+            stmt: found.map(|(_, serial)| serial),
+        }));
+        let id = found.map(|(id, _)| id);
         let Some(id) = id else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
@@ -375,20 +381,26 @@ impl Rewriter<'_> {
         Ok(Outcome::Forward)
     }
 
-    /// The pooler id of the client's statement `name`, prepared on the
+    /// The pooler id (and the definition serial) of the client's statement `name`, prepared on the
     /// backend first if it lacks it; `None` for the unnamed statement and
     /// names the pooler does not manage (the server answers for those).
-    fn prepared_id(&self, name: &[u8], shared: &mut Shared<'_>, out: &mut Vec<u8>) -> Option<u64> {
+    fn prepared_id(
+        &self,
+        name: &[u8],
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<(u64, u64)> {
         if name.is_empty() || !self.manage {
             return None;
         }
-        let stmt = shared.statements.get(name)?.clone();
+        let (stmt, serial) = shared.statements.get_with_serial(name)?;
+        let stmt = stmt.clone();
         if !shared.ledger.prepared().touch(stmt.id) {
             evict_for(stmt.id, shared, out);
             put_parse(out, stmt.id, &stmt.definition);
             shared.push(Expect::Injected(Reply::Parse { id: Some(stmt.id) }));
         }
-        Some(stmt.id)
+        Some((stmt.id, serial))
     }
 }
 

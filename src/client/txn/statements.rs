@@ -68,7 +68,12 @@ pub const UNNAMED: u64 = u64::MAX;
 /// One client's named statements, and its unnamed one.
 #[derive(Default)]
 pub struct ClientStatements {
-    by_name: HashMap<Box<[u8]>, Arc<Statement>>,
+    by_name: HashMap<Box<[u8]>, Named>,
+    /// Each definition of a name (by serial): the pooler statement and the
+    /// client's name, kept a while after a Close, because a server error
+    /// for a message sent before the Close is read after it.
+    names: HashMap<u64, (u64, Box<[u8]>)>,
+    next_serial: u64,
     /// The unnamed statement's definition (query and parameter types), as
     /// a session of the client's own would still hold it; the buffer is
     /// kept, so redefining it costs no allocation.
@@ -80,10 +85,23 @@ pub struct ClientStatements {
     unnamed_gen: u64,
 }
 
+/// A name the client defined: the pooler statement, and which definition
+/// of the name this is.
+struct Named {
+    stmt: Arc<Statement>,
+    serial: u64,
+}
+
 impl ClientStatements {
     /// The statement the client named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&Arc<Statement>> {
-        self.by_name.get(name)
+        self.by_name.get(name).map(|n| &n.stmt)
+    }
+
+    /// The statement the client named `name`, and which definition of the
+    /// name it is (see [`ClientStatements::named`]).
+    pub fn get_with_serial(&self, name: &[u8]) -> Option<(&Arc<Statement>, u64)> {
+        self.by_name.get(name).map(|n| (&n.stmt, n.serial))
     }
 
     /// Defines `name`; false if the client already has a statement by that name.
@@ -91,7 +109,15 @@ impl ClientStatements {
         if self.by_name.contains_key(name) {
             return false;
         }
-        self.by_name.insert(name.into(), s);
+        if self.names.len() > self.by_name.len() + 256 {
+            let live = &self.by_name;
+            self.names
+                .retain(|serial, _| live.values().any(|n| n.serial == *serial));
+        }
+        self.next_serial += 1;
+        let serial = self.next_serial;
+        self.names.insert(serial, (s.id, name.into()));
+        self.by_name.insert(name.into(), Named { stmt: s, serial });
         true
     }
 
@@ -100,13 +126,10 @@ impl ClientStatements {
         self.by_name.remove(name).is_some()
     }
 
-    /// A name the client gave pooler statement `id` (for the server's error
-    /// texts; a client that prepared one query under two names gets one).
-    pub fn name_of(&self, id: u64) -> Option<&[u8]> {
-        self.by_name
-            .iter()
-            .find(|(_, s)| s.id == id)
-            .map(|(n, _)| &**n)
+    /// The pooler statement and the client's name of definition `serial`
+    /// (for the server's error texts).
+    pub fn named(&self, serial: u64) -> Option<(u64, &[u8])> {
+        self.names.get(&serial).map(|(id, n)| (*id, &**n))
     }
 
     /// The client defined the unnamed statement as `definition`.
