@@ -25,6 +25,14 @@ pub enum Reply {
         /// Statement id to forget if the Parse fails or is skipped.
         id: Option<u64>,
     },
+    /// ParseComplete of the pooler's check that a statement the backend
+    /// already has would be accepted now (see the rewriter): if it fails or
+    /// is skipped, the client's name for `id` is undefined, as on
+    /// PostgreSQL, while the backend keeps the statement.
+    Check {
+        /// The pooler statement the client's Parse mapped to.
+        id: u64,
+    },
     /// BindComplete; `stmt` is the client's statement bound, if renamed.
     Bind {
         /// Which of the client's definitions of a name it bound (its serial).
@@ -356,7 +364,7 @@ impl Owed {
                 self.copy_completed();
                 true
             }
-            (Reply::Parse { .. }, be::PARSE_COMPLETE)
+            (Reply::Parse { .. } | Reply::Check { .. }, be::PARSE_COMPLETE)
             | (Reply::Bind { .. }, be::BIND_COMPLETE)
             | (Reply::Close { .. }, be::CLOSE_COMPLETE)
             | (Reply::Describe { .. }, be::ROW_DESCRIPTION | be::NO_DATA)
@@ -454,7 +462,9 @@ fn undo(e: &Expect, fixes: &mut Vec<CacheFix>) {
             fixes.push(CacheFix::Undefine(*id));
         }
         Expect::Injected(Reply::Parse { id: Some(id) }) => fixes.push(CacheFix::Forget(*id)),
-        Expect::Owed(Synthetic::ParseComplete { id }) => fixes.push(CacheFix::Undefine(*id)),
+        Expect::Owed(Synthetic::ParseComplete { id }) | Expect::Client(Reply::Check { id }) => {
+            fixes.push(CacheFix::Undefine(*id))
+        }
         Expect::Injected(Reply::Close { evicted: Some(id) })
         | Expect::Client(Reply::Close { evicted: Some(id) }) => fixes.push(CacheFix::Restore(*id)),
         _ => {}

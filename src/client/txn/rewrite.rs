@@ -193,8 +193,22 @@ impl Rewriter<'_> {
             ));
         }
         if shared.ledger.prepared().touch(stmt.id) {
-            shared.push(Expect::Owed(Synthetic::ParseComplete { id: stmt.id }));
-            return Ok(Outcome::Swallowed);
+            if shared.ledger.owed().is_empty() {
+                // Nothing pending can make the server skip or refuse it.
+                shared.push(Expect::Owed(Synthetic::ParseComplete { id: stmt.id }));
+                return Ok(Outcome::Swallowed);
+            }
+            // Pipelined behind replies still owed, an error there may make
+            // the server skip this Parse, or refuse it in a failed
+            // transaction: let the server decide, on a throwaway copy (the
+            // backend keeps its own), closed straight after.
+            put_msg(out, fe::PARSE, &[CHECK_NAME, definition]);
+            shared.push(Expect::Client(Reply::Check { id: stmt.id }));
+            put_msg(out, fe::CLOSE, &[&[target::STATEMENT], CHECK_NAME]);
+            shared.push(Expect::Injected(Reply::Close { evicted: None }));
+            return Ok(Outcome::Replaced {
+                consumed: body.len() + 5,
+            });
         }
         evict_for(stmt.id, shared, out);
         put_parse(out, stmt.id, definition);
@@ -437,6 +451,10 @@ pub fn error_with_client_name(body: &[u8], id: u64, name: &[u8]) -> Option<Vec<u
     out[1..5].copy_from_slice(&len.to_be_bytes());
     Some(out)
 }
+
+/// The statement name of the pooler's throwaway checks (with its NUL), in
+/// the pooler's `PGHARBOR_` namespace.
+const CHECK_NAME: &[u8] = b"PGHARBOR_check\0";
 
 /// Records `id` in the cache and writes a Close for each statement it evicts.
 fn evict_for(id: u64, shared: &mut Shared<'_>, out: &mut Vec<u8>) {

@@ -749,16 +749,37 @@ impl Gen {
             S::Pipeline => {
                 let mut msgs = Vec::new();
                 let batches = self.rng.range(2, 4);
+                // Documented difference (README, transaction pooling): once
+                // a batch of a pipeline has a named Parse, later batches of
+                // that pipeline bind no named statement. If an error makes
+                // the server skip that Parse, PostgreSQL answers a later
+                // Bind by its own session's statements, while pgharbor, which
+                // sent the later batches before it knew, took the Parse as
+                // done when it mapped names to the backend's statements.
+                let mut hidden: Vec<Named> = Vec::new();
                 for _ in 0..batches {
+                    let named_parse = msgs
+                        .iter()
+                        .any(|m| matches!(m, Fe::Parse { name, .. } if !name.is_empty()));
+                    if named_parse {
+                        hidden.append(&mut self.named);
+                    }
                     if self.rng.chance(20) {
                         let sql = self.stmt(false);
                         self.after(&sql);
                         self.set_unnamed(None);
                         msgs.push(Fe::Query(sql.simple));
                     }
+                    let before: Vec<String> = self.named.iter().map(|n| n.name.clone()).collect();
                     let n = self.rng.range(1, 3);
                     msgs.extend(self.batch(n, true));
+                    let (new, old): (Vec<Named>, Vec<Named>) = std::mem::take(&mut self.named)
+                        .into_iter()
+                        .partition(|n| !before.contains(&n.name));
+                    self.named = old;
+                    hidden.extend(new);
                 }
+                self.named.extend(hidden);
                 let acts = self.send_read(msgs);
                 self.push(Who::A, format!("{batches} pipelined batches"), acts);
             }
