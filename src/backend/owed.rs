@@ -20,18 +20,22 @@ use crate::protocol::tags::{be, fe};
 /// Which reply a message sent to the server earns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reply {
-    /// ParseComplete; `id` is the pooler statement being prepared, if named.
+    /// ParseComplete.
     Parse {
-        /// Statement id to forget if the Parse fails or is skipped.
+        /// The pooler statement being prepared on the backend, to forget
+        /// if the Parse fails or is skipped.
         id: Option<u64>,
+        /// The client's definition this Parse makes (its serial), undone
+        /// if the Parse fails or is skipped.
+        def: Option<u64>,
     },
     /// ParseComplete of the pooler's check that a statement the backend
     /// already has would be accepted now (see the rewriter): if it fails or
-    /// is skipped, the client's name for `id` is undefined, as on
+    /// is skipped, the client's definition `def` is undone, as on
     /// PostgreSQL, while the backend keeps the statement.
     Check {
-        /// The pooler statement the client's Parse mapped to.
-        id: u64,
+        /// The client's definition (serial) the check stands for.
+        def: u64,
     },
     /// BindComplete; `stmt` is the client's statement bound, if renamed.
     Bind {
@@ -66,7 +70,10 @@ impl Reply {
             fe::QUERY => Reply::Query,
             fe::FUNCTION_CALL => Reply::FunctionCall,
             fe::SYNC => Reply::Sync,
-            fe::PARSE => Reply::Parse { id: None },
+            fe::PARSE => Reply::Parse {
+                id: None,
+                def: None,
+            },
             fe::BIND => Reply::Bind { stmt: None },
             fe::DESCRIBE => Reply::Describe { stmt: None },
             fe::EXECUTE => Reply::Execute,
@@ -89,8 +96,8 @@ pub enum Synthetic {
     /// ParseComplete for a client's Parse of statement `id`, which the
     /// backend already had.
     ParseComplete {
-        /// The pooler statement the client's name maps to.
-        id: u64,
+        /// The client's definition (serial) this answers.
+        def: u64,
     },
     /// An ErrorResponse the pooler raised (a whole message). It travels in
     /// the queue entry, so an error that skips the entry drops its text too.
@@ -133,8 +140,8 @@ pub enum CacheFix {
     Forget(u64),
     /// The statement was not closed after all.
     Restore(u64),
-    /// The client's Parse of statement `id` failed or was skipped: the name
-    /// it defined does not exist, as on PostgreSQL.
+    /// The client's definition (serial) failed or was skipped: the name it
+    /// defined does not exist, as on PostgreSQL.
     Undefine(u64),
 }
 
@@ -258,6 +265,17 @@ impl Owed {
             Some(Expect::Client(Reply::Bind { stmt } | Reply::Describe { stmt })) => *stmt,
             _ => None,
         }
+    }
+
+    /// True when the next reply is a client's Execute or Query, whose rows
+    /// (DataRow, CopyData) change nothing in the books: the relay passes
+    /// them without accounting each one.
+    #[inline]
+    pub fn passes_rows(&self) -> bool {
+        matches!(
+            self.queue.front(),
+            Some(Expect::Client(Reply::Execute | Reply::Query))
+        )
     }
 
     /// True when the next reply answers a message the pooler added.
@@ -457,13 +475,17 @@ impl Owed {
 /// The corrections for an entry that will get no reply (or an error).
 fn undo(e: &Expect, fixes: &mut Vec<CacheFix>) {
     match e {
-        Expect::Client(Reply::Parse { id: Some(id) }) => {
-            fixes.push(CacheFix::Forget(*id));
-            fixes.push(CacheFix::Undefine(*id));
+        Expect::Client(Reply::Parse { id, def }) => {
+            if let Some(id) = id {
+                fixes.push(CacheFix::Forget(*id));
+            }
+            if let Some(def) = def {
+                fixes.push(CacheFix::Undefine(*def));
+            }
         }
-        Expect::Injected(Reply::Parse { id: Some(id) }) => fixes.push(CacheFix::Forget(*id)),
-        Expect::Owed(Synthetic::ParseComplete { id }) | Expect::Client(Reply::Check { id }) => {
-            fixes.push(CacheFix::Undefine(*id))
+        Expect::Injected(Reply::Parse { id: Some(id), .. }) => fixes.push(CacheFix::Forget(*id)),
+        Expect::Owed(Synthetic::ParseComplete { def }) | Expect::Client(Reply::Check { def }) => {
+            fixes.push(CacheFix::Undefine(*def))
         }
         Expect::Injected(Reply::Close { evicted: Some(id) })
         | Expect::Client(Reply::Close { evicted: Some(id) }) => fixes.push(CacheFix::Restore(*id)),

@@ -46,7 +46,10 @@ fn injected_parse_reply_is_dropped_and_synthetic_is_due_in_order() {
     push_all(
         &mut r,
         &[
-            Expect::Injected(Reply::Parse { id: Some(1) }),
+            Expect::Injected(Reply::Parse {
+                id: Some(1),
+                def: None,
+            }),
             Expect::Client(Reply::Bind { stmt: None }),
             Expect::Owed(Synthetic::CloseComplete),
             Expect::Client(Reply::Execute),
@@ -67,9 +70,15 @@ fn error_skips_to_sync_and_undoes_cache_changes() {
     push_all(
         &mut r,
         &[
-            Expect::Client(Reply::Parse { id: Some(1) }),
+            Expect::Client(Reply::Parse {
+                id: Some(1),
+                def: Some(1),
+            }),
             Expect::Injected(Reply::Close { evicted: Some(2) }),
-            Expect::Client(Reply::Parse { id: Some(3) }),
+            Expect::Client(Reply::Parse {
+                id: Some(3),
+                def: Some(3),
+            }),
             Expect::Owed(Synthetic::CloseComplete),
             Expect::Client(Reply::Sync),
         ],
@@ -123,7 +132,10 @@ fn error_before_the_client_sent_sync_skips_later_messages() {
     let fixes = push_all(
         &mut r,
         &[
-            Expect::Injected(Reply::Parse { id: Some(9) }),
+            Expect::Injected(Reply::Parse {
+                id: Some(9),
+                def: None,
+            }),
             Expect::Client(Reply::Execute),
             Expect::Client(Reply::Query),
             Expect::Client(Reply::Sync),

@@ -146,6 +146,8 @@ impl Down<'_, '_> {
                 run = pos;
                 modified = true;
             }
+            // Rows of a client's query: nothing to account, however many.
+            let rows = s.ledger.owed().passes_rows();
             // The reply to a pooler message is read whole so it can be dropped.
             // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
@@ -167,6 +169,10 @@ impl Down<'_, '_> {
                 Step::Whole { tag, start, end } => (tag, start, end, true),
                 Step::Header { tag, start, end } => (tag, start, end, false),
             };
+            if rows && matches!(tag, be::DATA_ROW | be::COPY_DATA) {
+                pos = end;
+                continue;
+            }
             let Shared { ledger, .. } = &mut *s;
             let body = &data[start + 5..end];
             // The server names the pooler's statement in some errors (a
@@ -186,7 +192,9 @@ impl Down<'_, '_> {
                 run = end;
                 modified = true;
             }
-            s.apply_fixes();
+            if !s.fixes.is_empty() {
+                s.apply_fixes();
+            }
             match tag {
                 be::READY_FOR_QUERY => {
                     let idle = s.ledger.owed().is_empty();

@@ -95,7 +95,8 @@ pub struct Shared<'l> {
     /// A client's DISCARD ALL / DEALLOCATE ALL is in flight: if it fails,
     /// nobody knows what is left prepared, so the backend is closed.
     pub cache_doubt: bool,
-    /// Names the client defined in batches not yet answered, with their ids.
+    /// Names the client defined in batches not yet answered, with the
+    /// serial of each definition.
     pub defined: Vec<(u64, Box<[u8]>)>,
     /// Names whose Parse failed or was skipped: the up direction forgets them.
     pub undefined: Vec<Box<[u8]>>,
@@ -138,12 +139,12 @@ impl<'l> Shared<'l> {
     /// Moves names whose Parse failed or was skipped to `undefined`.
     pub fn apply_fixes(&mut self) {
         for f in self.fixes.drain(..) {
-            if let CacheFix::Undefine(id) = f {
-                if id == UNNAMED {
+            if let CacheFix::Undefine(def) = f {
+                if def == UNNAMED {
                     self.statements.drop_unnamed();
                     continue;
                 }
-                if let Some(at) = self.defined.iter().position(|(d, _)| *d == id) {
+                if let Some(at) = self.defined.iter().position(|(d, _)| *d == def) {
                     let (_, name) = self.defined.swap_remove(at);
                     self.undefined.push(name);
                 }

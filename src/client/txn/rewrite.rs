@@ -160,12 +160,18 @@ impl Rewriter<'_> {
             shared.statements.set_unnamed(definition);
             let key = shared.statements.unnamed_key(shared.client_id);
             shared.ledger.set_unnamed(key);
-            shared.push(Expect::Client(Reply::Parse { id: Some(UNNAMED) }));
+            shared.push(Expect::Client(Reply::Parse {
+                id: None,
+                def: Some(UNNAMED),
+            }));
             return Ok(Outcome::Forward);
         }
         if !self.manage {
             shared.pin(Pin::NamedStatement);
-            shared.push(Expect::Client(Reply::Parse { id: None }));
+            shared.push(Expect::Client(Reply::Parse {
+                id: None,
+                def: None,
+            }));
             return Ok(Outcome::Forward);
         }
         let stmt = self.registry.intern(definition);
@@ -173,7 +179,11 @@ impl Rewriter<'_> {
             // As PostgreSQL: ERROR 42P05, then everything up to Sync is skipped.
             return self.duplicate(name, shared);
         }
-        shared.defined.push((stmt.id, name.into()));
+        let serial = shared
+            .statements
+            .get_with_serial(name)
+            .map_or(0, |(_, s)| s);
+        shared.defined.push((serial, name.into()));
         let ledger = &shared.ledger;
         if ledger.tx() == TxStatus::Failed
             && ledger.owed().is_empty()
@@ -195,7 +205,7 @@ impl Rewriter<'_> {
         if shared.ledger.prepared().touch(stmt.id) {
             if shared.ledger.owed().is_empty() {
                 // Nothing pending can make the server skip or refuse it.
-                shared.push(Expect::Owed(Synthetic::ParseComplete { id: stmt.id }));
+                shared.push(Expect::Owed(Synthetic::ParseComplete { def: serial }));
                 return Ok(Outcome::Swallowed);
             }
             // Pipelined behind replies still owed, an error there may make
@@ -203,7 +213,7 @@ impl Rewriter<'_> {
             // transaction: let the server decide, on a throwaway copy (the
             // backend keeps its own), closed straight after.
             put_msg(out, fe::PARSE, &[CHECK_NAME, definition]);
-            shared.push(Expect::Client(Reply::Check { id: stmt.id }));
+            shared.push(Expect::Client(Reply::Check { def: serial }));
             put_msg(out, fe::CLOSE, &[&[target::STATEMENT], CHECK_NAME]);
             shared.push(Expect::Injected(Reply::Close { evicted: None }));
             return Ok(Outcome::Replaced {
@@ -212,7 +222,10 @@ impl Rewriter<'_> {
         }
         evict_for(stmt.id, shared, out);
         put_parse(out, stmt.id, definition);
-        shared.push(Expect::Client(Reply::Parse { id: Some(stmt.id) }));
+        shared.push(Expect::Client(Reply::Parse {
+            id: Some(stmt.id),
+            def: Some(serial),
+        }));
         Ok(Outcome::Replaced {
             consumed: body.len() + 5,
         })
@@ -242,7 +255,10 @@ impl Rewriter<'_> {
             }
             shared.pin(Pin::LargeStatement);
         }
-        shared.push(Expect::Client(Reply::Parse { id: None }));
+        shared.push(Expect::Client(Reply::Parse {
+            id: None,
+            def: None,
+        }));
         Ok(Outcome::Forward)
     }
 
@@ -334,7 +350,10 @@ impl Rewriter<'_> {
         if let Some(definition) = shared.statements.unnamed() {
             // The client's own, from an earlier transaction elsewhere.
             put_msg(out, fe::PARSE, &[b"\0", definition]);
-            shared.push(Expect::Injected(Reply::Parse { id: None }));
+            shared.push(Expect::Injected(Reply::Parse {
+                id: None,
+                def: None,
+            }));
         } else {
             // Another client's, one this client no longer has, or one too
             // large to keep that lives on another backend.
@@ -412,7 +431,10 @@ impl Rewriter<'_> {
         if !shared.ledger.prepared().touch(stmt.id) {
             evict_for(stmt.id, shared, out);
             put_parse(out, stmt.id, &stmt.definition);
-            shared.push(Expect::Injected(Reply::Parse { id: Some(stmt.id) }));
+            shared.push(Expect::Injected(Reply::Parse {
+                id: Some(stmt.id),
+                def: None,
+            }));
         }
         Some((stmt.id, serial))
     }
