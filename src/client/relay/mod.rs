@@ -141,7 +141,7 @@ impl<'l> Shared<'l> {
         for f in self.fixes.drain(..) {
             if let CacheFix::Undefine(def) = f {
                 if def == UNNAMED {
-                    self.statements.drop_unnamed();
+                    self.statements.unnamed_unknown();
                     continue;
                 }
                 if let Some(at) = self.defined.iter().position(|(d, _)| *d == def) {

@@ -150,6 +150,14 @@ impl ClientStatements {
         self.unnamed_gen += 1;
     }
 
+    /// The client's last unnamed Parse failed or was skipped: whatever the
+    /// backend that got it holds now (nothing after a failure, the previous
+    /// statement after a skip) is the client's, but it cannot be carried
+    /// to another backend.
+    pub fn unnamed_unknown(&mut self) {
+        self.unnamed_kept = false;
+    }
+
     /// Which of the client's unnamed definitions is current, if any.
     pub fn unnamed_key(&self, client: u64) -> Option<crate::backend::UnnamedKey> {
         self.unnamed_live.then_some((client, self.unnamed_gen))
