@@ -27,11 +27,6 @@ impl CancelSlot {
         }
     }
 
-    /// The backend the key points at now.
-    pub fn get(&self) -> Option<CancelTarget> {
-        self.target.lock().ok().and_then(|g| g.clone())
-    }
-
     /// Takes the target for a cancel to forward. The backend's gate counts
     /// it under the slot's lock, so a hand-off that follows `set(None)`
     /// sees it and keeps the backend from other clients until the guard is

@@ -154,17 +154,7 @@ impl Conn {
 
 /// A frontend startup packet (protocol 3.0).
 pub fn startup(params: &[(&str, &str)]) -> Vec<u8> {
-    let mut body = (3u32 << 16).to_be_bytes().to_vec();
-    for (k, v) in params {
-        body.extend_from_slice(k.as_bytes());
-        body.push(0);
-        body.extend_from_slice(v.as_bytes());
-        body.push(0);
-    }
-    body.push(0);
-    let mut pkt = ((body.len() + 4) as u32).to_be_bytes().to_vec();
-    pkt.extend_from_slice(&body);
-    pkt
+    crate::common::wire::startup_packet(3 << 16, params)
 }
 
 /// CancelRequest for (pid, key).
