@@ -13,8 +13,11 @@
   bench.py export RAW_CSV OUT_DIR [IDLE_CSV]
       Write OUT_DIR/results.json (every run, the per-cell medians and the
       ratios: pgharbor / direct, pgharbor / PgBouncer, PgBouncer / direct,
-      TLS / plain; each as the ratio of the medians and as paired per-round
-      ratios), OUT_DIR/medians.csv, and the gnuplot input for the plots:
+      TLS / plain, and with a pgharbor-base target (--baseline-bin) pgharbor /
+      pgharbor-base of throughput and of pooler CPU; each as the ratio of the
+      medians and as paired per-round ratios), OUT_DIR/medians.csv (with a
+      baseline: pgharbor's rows also carry both ratios to pgharbor-base), and
+      the gnuplot input for the plots:
       OUT_DIR/plots/<workload>.dat and .gp (tps or MB/s by transport x TLS,
       one bar per target), rendered by `gnuplot <workload>.gp` to an SVG.
       With IDLE_CSV, results.json also holds the idle-client memory rows.
@@ -26,7 +29,8 @@
       pooler CPU per login, per transaction and per GB, the persistent
       workloads at a glance (tps, latency, CPU per transaction), the memory
       per idle client (IDLE_CSV, written by pgbench/idle.py), issue 3's, 4's
-      and 6's targets checked, and the machine-load notes.
+      and 6's targets checked, pgharbor / pgharbor-base per cell when there is
+      a baseline build (--baseline-bin), and the machine-load notes.
 
   bench.py conninfo-shell PREFIX CONNINFO
       Parse a libpq connection string (key=value pairs or a postgresql:// URI)
@@ -50,11 +54,15 @@ from collections import defaultdict
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 # Display names and orders; unknown values are shown as they are, after these.
-# "pooler" is a pooler pgbench/run did not start (--pooler CONNINFO).
-TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer",
-           "pgharbor-notls": "pgharbor, no [tls]", "pooler": "pooler under test (--pooler)"}
-SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgbouncer": "PgBouncer",
-         "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler"}
+# "pooler" is a pooler pgbench/run did not start (--pooler CONNINFO);
+# "pgharbor-base" another pgharbor build with pgharbor's config (--baseline-bin).
+TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor", "pgharbor-base": "pgharbor-base",
+           "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor, no [tls]",
+           "pooler": "pooler under test (--pooler)"}
+SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgharbor-base": "pgharbor-base",
+         "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler"}
+BASE = "pgharbor-base"
+BASE_BAR = 0.98  # pgharbor / pgharbor-base: a refactor may cost at most noise
 TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain",
               "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
 WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per transaction, 8 clients",
@@ -66,8 +74,8 @@ WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per tran
 PERSISTENT_RE = re.compile(r"(persistent|tpcb)(\d*)")
 BULK = ("bulk", "bulkselect")  # measured in MB/s
 LOGINS = ("connect", "connect8", "establish")  # a transaction is a login
-POOLERS = ("pgharbor", "pgbouncer", "pgharbor-notls", "pooler")
-MODE_TARGETS = ("pgharbor", "pgbouncer", "pgharbor-notls")  # run in --pool-mode
+POOLERS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler")
+MODE_TARGETS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls")  # run in --pool-mode
 TLS_PREFIX = "tcp-tls-"
 
 
@@ -310,7 +318,10 @@ NUMERIC = ("round", "load1_before", "ncpu", "other_cpus", "rc", "tps", "tx", "fa
            "pgbench_cpu_s", "bytes", "mb_per_s", "pooler_s_per_gb")
 INTEGER = ("round", "ncpu", "rc", "tx", "failed_tx", "bytes")
 RATIO_PAIRS = (("pgharbor", "direct"), ("pgharbor", "pgbouncer"), ("pgbouncer", "direct"),
-               ("pgharbor", "pgharbor-notls"), ("pooler", "direct"), ("pooler", "pgbouncer"))
+               ("pgharbor", "pgharbor-notls"), ("pooler", "direct"), ("pooler", "pgbouncer"),
+               ("pgharbor", BASE))
+# Pairs whose pooler CPU (per transaction / per GB) is compared too.
+CPU_RATIO_PAIRS = (("pgharbor", BASE),)
 
 
 def load_rows(path):
@@ -348,10 +359,11 @@ def ok_values(rows, w, t, g, field=None):
             if (r["workload"], r["transport"], r["target"]) == (w, t, g) and r["status"] == "ok"]
 
 
-def paired_ratios(rows, w, a, b):
-    """Per-round ratios of cell a = (transport, target) to cell b in workload w, sorted."""
+def paired_ratios(rows, w, a, b, field=None):
+    """Per-round ratios of cell a = (transport, target) to cell b in workload w, sorted;
+    of the throughput, or of FIELD (e.g. pooler_us_per_tx)."""
     def by_round(t, g):
-        return {r["round"]: value(r) for r in rows
+        return {r["round"]: num(r[field]) if field else value(r) for r in rows
                 if (r["workload"], r["transport"], r["target"]) == (w, t, g) and r["status"] == "ok"}
     x, y = by_round(*a), by_round(*b)
     return sorted(x[k] / y[k] for k in x.keys() & y.keys() if x[k] and y[k])
@@ -385,41 +397,63 @@ def ratio(a, b):
 
 def ratios(rows):
     """pgharbor / direct, pgharbor / PgBouncer, PgBouncer / direct (and pgharbor
-    with / without [tls]) per cell, and TLS / plain per target: the ratio of the
-    medians and the paired per-round ratios (median, min, max)."""
-    med = {(c["workload"], c["transport"], c["target"]): c["median"] for c in cell_medians(rows)}
+    with / without [tls], pgharbor / pgharbor-base) per cell, and TLS / plain per
+    target: the ratio of the medians and the paired per-round ratios (median,
+    min, max); metric "throughput" (tps or MB/s). pgharbor / pgharbor-base also
+    as kind "pgharbor/pgharbor-base cpu", metric "pooler_cpu": the pooler's CPU
+    per transaction (per GB for bulk), where below 1 means the new build is
+    cheaper."""
+    cells = {(c["workload"], c["transport"], c["target"]): c for c in cell_medians(rows)}
     out = []
 
-    def add(kind, w, num_cell, den_cell):
-        if num_cell not in [(t, g) for (ww, t, g) in med if ww == w] or \
-                den_cell not in [(t, g) for (ww, t, g) in med if ww == w]:
+    def add(kind, w, num_cell, den_cell, cpu=False):
+        if (w, *num_cell) not in cells or (w, *den_cell) not in cells:
             return
-        p = paired_ratios(rows, w, num_cell, den_cell)
+        key = "pooler_cpu" if cpu else "median"
+        p = paired_ratios(rows, w, num_cell, den_cell, cpu_field(w) if cpu else None)
         out.append({"kind": kind, "workload": w,
+                    "metric": "pooler_cpu" if cpu else "throughput",
+                    "unit": cells[(w, *num_cell)]["pooler_cpu_unit" if cpu else "unit"],
                     "numerator": {"transport": num_cell[0], "target": num_cell[1]},
                     "denominator": {"transport": den_cell[0], "target": den_cell[1]},
-                    "ratio_of_medians": ratio(med[(w, *num_cell)], med[(w, *den_cell)]),
+                    "ratio_of_medians": ratio(cells[(w, *num_cell)][key], cells[(w, *den_cell)][key]),
                     "paired_median": statistics.median(p) if p else None,
                     "paired_min": p[0] if p else None, "paired_max": p[-1] if p else None,
                     "pairs": len(p)})
 
-    for (w, t, g) in med:
+    for (w, t, g) in cells:
         for a, b in RATIO_PAIRS:
             if g == a:
                 add(f"{a}/{b}", w, (t, a), (t, b))
+        for a, b in CPU_RATIO_PAIRS:
+            if g == a:
+                add(f"{a}/{b} cpu", w, (t, a), (t, b), cpu=True)
         if t.startswith(TLS_PREFIX):
             add("tls/plain", w, (t, g), ("tcp", g))
     return out
 
 
 def medians_csv(rows, path):
+    """One line per cell; with a pgharbor-base target (--baseline-bin) two more
+    columns, filled on pgharbor's lines: its throughput and pooler CPU over
+    pgharbor-base's in the same cell (ratio of the medians)."""
+    cells = cell_medians(rows)
     cols = ["workload", "transport", "target", "unit", "runs", "ok_runs", "median", "spread_pct",
             "latency_ms", "pooler_cpu", "pooler_cpu_unit", "flagged_runs"]
+    with_base = any(c["target"] == BASE for c in cells)
+    if with_base:
+        cols += ["vs_base", "cpu_vs_base"]
+        by = {(c["workload"], c["transport"], c["target"]): c for c in cells}
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=cols)
         w.writeheader()
-        for c in cell_medians(rows):
-            w.writerow({k: ("" if c[k] is None else c[k]) for k in cols})
+        for c in cells:
+            line = dict(c)
+            if with_base:
+                b = by.get((c["workload"], c["transport"], BASE)) if c["target"] == "pgharbor" else None
+                line["vs_base"] = ratio(c["median"], b["median"]) if b else None
+                line["cpu_vs_base"] = ratio(c["pooler_cpu"], b["pooler_cpu"]) if b else None
+            w.writerow({k: ("" if line[k] is None else line[k]) for k in cols})
 
 
 def results_json(rows):
@@ -495,12 +529,15 @@ def glance_table(rows, labels, med, has):
     targets = [g for g in ordered([r["target"] for r in rows], TARGETS) if g != "pgharbor-notls"]
     subj = subject(targets)
     vs = subj and "pgbouncer" in targets
+    vb = subj == "pgharbor" and BASE in targets
     out = ["### Persistent workloads at a glance: median tps, latency, pooler CPU per transaction\n"]
     head = "| workload | transport | " + " | ".join(labels[g] for g in targets)
     if vs:
         head += f" | {SHORT[subj]} / PgBouncer tps | {SHORT[subj]} / PgBouncer CPU per tx"
+    if vb:
+        head += f" | pgharbor / {BASE} tps | pgharbor / {BASE} CPU per tx"
     out.append(head + " |")
-    out.append("| --- | --- |" + " ---: |" * (len(targets) + (2 if vs else 0)))
+    out.append("| --- | --- |" + " ---: |" * (len(targets) + (2 if vs else 0) + (2 if vb else 0)))
     for w in workloads:
         for t in transports:
             if not any(has(w, t, g) for g in targets):
@@ -525,12 +562,70 @@ def glance_table(rows, labels, med, has):
             if vs:
                 line += (f" | {fmt_ratio(med(w, t, subj), med(w, t, 'pgbouncer'))}"
                          f" | {fmt_ratio(med(w, t, subj, 'pooler_us_per_tx'), med(w, t, 'pgbouncer', 'pooler_us_per_tx'))}")
+            if vb:
+                line += (f" | {fmt_ratio(med(w, t, subj), med(w, t, BASE))}"
+                         f" | {fmt_ratio(med(w, t, subj, 'pooler_us_per_tx'), med(w, t, BASE, 'pooler_us_per_tx'))}")
             out.append(line + " |")
     out.append("")
     out.append("(tps and pgbench's average latency; µs = the pooler's CPU time (utime+stime) per "
                "transaction. Direct PostgreSQL has one server process per client; the poolers share "
                "their pool among the clients.)\n")
     return out
+
+
+def baseline_table(rows, med, has, paired):
+    """pgharbor / pgharbor-base (--baseline-bin: another build, same config, run
+    right after pgharbor in each cell) for every cell both ran: throughput and
+    pooler CPU, with the refactor bar (>= BASE_BAR on throughput)."""
+    targets = {r["target"] for r in rows}
+    if "pgharbor" not in targets or BASE not in targets:
+        return []
+    mine = [r for r in rows if r["target"] == BASE]
+    out = [f"### pgharbor / {BASE}: the build under test over the baseline build (--baseline-bin), same run\n"]
+    if mine and not any(r["status"] == "ok" for r in mine):
+        out.append(f"- not measured: no {BASE} run succeeded (first: {mine[0]['status']})")
+        out.append("")
+        return out
+    out.append(f"| workload | transport | pgharbor | {BASE} | ratio | paired per round | pooler CPU, pgharbor "
+               f"| pooler CPU, {BASE} | CPU ratio | CPU ratio, paired | ≥ {BASE_BAR:.2f}x |")
+    out.append("| --- | --- |" + " ---: |" * 8 + " --- |")
+    below, n = [], 0
+    for w in workload_order([r["workload"] for r in rows]):
+        field = cpu_field(w)
+        fmt = (lambda m: f"{m:.2f} s/GB") if w in BULK else (lambda m: f"{m:.1f} µs")  # noqa: E731
+        for t in ordered([r["transport"] for r in rows], TRANSPORTS):
+            if not (has(w, t, "pgharbor") and has(w, t, BASE)):
+                continue
+            a, b = med(w, t, "pgharbor"), med(w, t, BASE)
+            ca, cb = med(w, t, "pgharbor", field), med(w, t, BASE, field)
+            p = paired(w, (t, "pgharbor"), (t, BASE))
+            pc = paired(w, (t, "pgharbor"), (t, BASE), field)
+            v = verdict(ratio(a, b), p, BASE_BAR)
+            if ratio(a, b) is not None:
+                n += 1
+                if not v.startswith("MET"):
+                    below.append(f"{w}/{TRANSPORTS.get(t, t)} {fmt_ratio(a, b)}")
+            out.append(f"| {w} | {TRANSPORTS.get(t, t)} | {fmt_tps(a)} {unit(w)} | {fmt_tps(b)} {unit(w)} "
+                       f"| {fmt_ratio(a, b)} | {fmt_pair(p)} | {'–' if ca is None else fmt(ca)} "
+                       f"| {'–' if cb is None else fmt(cb)} | {fmt_ratio(ca, cb)} | {fmt_pair(pc)} | **{v}** |")
+    out.append("")
+    out.append(f"- pgharbor at or above {BASE_BAR:.2f}x {BASE} on throughput: {n - len(below)} of {n} cells"
+               + (("; not: " + "; ".join(below)) if below else ""))
+    out.append("- (ratio: of the medians; paired: median (range) of the per-round ratios of the two runs "
+               "made back to back; CPU ratio below 1.00x = the build under test uses less pooler CPU "
+               "per transaction / per GB.)")
+    out.append("")
+    return out
+
+
+def fmt_pair(ratios):
+    """Paired ratios as "median (min–max)"."""
+    if not ratios:
+        return "–"
+    text = f"{statistics.median(ratios):.2f}x"
+    if len(ratios) > 1:
+        text += f" ({ratios[0]:.2f}–{ratios[-1]:.2f})"
+    return text
 
 
 def issue4_checks(rows, med, has, paired):
@@ -622,6 +717,9 @@ def idle_table(rows):
     if subj and "pgbouncer" in targets:
         out.append(f"| {SHORT[subj]} / PgBouncer | " + " | ".join(
             fmt_ratio(kib(subj, t), kib("pgbouncer", t)) for t in transports) + " | |")
+    if subj == "pgharbor" and BASE in targets:
+        out.append(f"| pgharbor / {BASE} | " + " | ".join(
+            fmt_ratio(kib(subj, t), kib(BASE, t)) for t in transports) + " | |")
     out.append("")
     out.extend(notes)
     if subj == "pgharbor" and "pgbouncer" in targets:
@@ -677,21 +775,13 @@ def summarize(path: str, idle_path=None) -> None:
     def med(w, t, g, field=None):
         return median([num(r[field]) if field else value(r) for r in ok_rows(w, t, g)])
 
-    def by_round(w, t, g):
-        return {r["round"]: value(r) for r in ok_rows(w, t, g)}
+    def by_round(w, t, g, field=None):
+        return {r["round"]: num(r[field]) if field else value(r) for r in ok_rows(w, t, g)}
 
-    def paired(w, a, b):
+    def paired(w, a, b, field=None):
         """Per-round ratios of cell a = (transport, target) to cell b, sorted."""
-        x, y = by_round(w, *a), by_round(w, *b)
+        x, y = by_round(w, *a, field), by_round(w, *b, field)
         return sorted(x[k] / y[k] for k in x.keys() & y.keys() if x[k] and y[k])
-
-    def fmt_pair(ratios):
-        if not ratios:
-            return "–"
-        text = f"{statistics.median(ratios):.2f}x"
-        if len(ratios) > 1:
-            text += f" ({ratios[0]:.2f}–{ratios[-1]:.2f})"
-        return text
 
     def has(w, t, g):
         return bool(cells.get((w, t, g)))
@@ -724,6 +814,8 @@ def summarize(path: str, idle_path=None) -> None:
                 line.append(text)
             out.append(f"| {labels[g]} | " + " | ".join(line) + " |")
         pairs = [(subj, "direct"), (subj, "pgbouncer"), ("pgbouncer", "direct")]
+        if subj == "pgharbor":
+            pairs.insert(2, (subj, BASE))
         for a, b in pairs:
             if a not in targets or b not in targets:
                 continue
@@ -775,10 +867,14 @@ def summarize(path: str, idle_path=None) -> None:
             out.append(f"| {SHORT[subj]} / PgBouncer | " + " | ".join(
                 fmt_ratio(med(w, t, subj, field), med(w, t, "pgbouncer", field))
                 for t in cols) + " |")
+        if subj == "pgharbor" and BASE in poolers:
+            out.append(f"| pgharbor / {BASE} | " + " | ".join(
+                fmt_ratio(med(w, t, subj, field), med(w, t, BASE, field)) for t in cols) + " |")
         out.append("")
 
     # -- the persistent workloads at a glance, and issue 4's targets
     out.extend(glance_table(rows, labels, med, has))
+    out.extend(baseline_table(rows, med, has, paired))
     if idle_path and os.path.exists(idle_path):
         out.extend(idle_table(load_rows(idle_path)))
     checks4 = issue4_checks(rows, med, has, paired)

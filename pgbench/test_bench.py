@@ -354,6 +354,175 @@ class TransactionPooling(unittest.TestCase):
             self.assertNotIn("idle", json.load(f))
 
 
+def baseline_sample():
+    """--baseline-bin: pgharbor and pgharbor-base (the older build) in the same cells, 3 rounds.
+    pgharbor does 1.05x the base's tps with 0.9x its CPU per tx; bulk 0.95x the MB/s at 1.25x
+    the CPU per GB; PgBouncer in the connect cells."""
+    rows = []
+    for rnd, k in ((1, 1.0), (2, 1.1), (3, 0.9)):
+        for t in ("unix", "tcp"):
+            rows += [run(rnd, "persistent", t, "direct", 30000 * k, lat=0.5),
+                     run(rnd, "persistent", t, "pgharbor", 21000 * k, cpu=9.0, lat=0.7),
+                     run(rnd, "persistent", t, "pgharbor-base", 20000 * k, cpu=10.0, lat=0.8),
+                     run(rnd, "persistent", t, "pgbouncer", 15000 * k, cpu=12.0, lat=1.0)]
+        rows += [run(rnd, "bulk", "unix", "pgharbor", mbps=190 * k, cpu=2.5),
+                 run(rnd, "bulk", "unix", "pgharbor-base", mbps=200 * k, cpu=2.0)]
+    # round 2 of the base's TCP cell is 10% faster than its pgharbor run: paired ratios differ
+    for r in rows:
+        if (r["round"], r["workload"], r["transport"], r["target"]) == ("2", "persistent", "tcp", "pgharbor-base"):
+            r["tps"] = str(21000 * 1.1 * 1.1)
+    return rows
+
+
+class Baseline(unittest.TestCase):
+    """pgharbor / pgharbor-base (--baseline-bin): two builds of pgharbor in the same run."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.raw = os.path.join(self.dir.name, "raw.csv")
+        write_csv(baseline_sample(), self.raw)
+        self.rows = bench.load_rows(self.raw)
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def summary(self):
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            bench.summarize(self.raw)
+        return buf.getvalue()
+
+    def test_ratios(self):
+        by = {(r["kind"], r["workload"], r["numerator"]["transport"]): r for r in bench.ratios(self.rows)}
+        r = by[("pgharbor/pgharbor-base", "persistent", "unix")]
+        self.assertEqual((r["metric"], r["unit"]), ("throughput", "tps"))
+        self.assertEqual(r["denominator"], {"transport": "unix", "target": "pgharbor-base"})
+        self.assertAlmostEqual(r["ratio_of_medians"], 1.05)
+        self.assertAlmostEqual(r["paired_median"], 1.05)
+        self.assertEqual(r["pairs"], 3)
+        c = by[("pgharbor/pgharbor-base cpu", "persistent", "unix")]
+        self.assertEqual((c["metric"], c["unit"]), ("pooler_cpu", "µs/tx"))
+        self.assertAlmostEqual(c["ratio_of_medians"], 0.9)
+        self.assertAlmostEqual(c["paired_median"], 0.9)
+        # bulk: MB/s and CPU per GB
+        b = by[("pgharbor/pgharbor-base", "bulk", "unix")]
+        self.assertEqual(b["unit"], "MB/s")
+        self.assertAlmostEqual(b["ratio_of_medians"], 0.95)
+        bc = by[("pgharbor/pgharbor-base cpu", "bulk", "unix")]
+        self.assertEqual(bc["unit"], "s/GB")
+        self.assertAlmostEqual(bc["ratio_of_medians"], 1.25)
+        # paired per round vs ratio of medians: round 2's base run was 1.21x faster
+        tcp = by[("pgharbor/pgharbor-base", "persistent", "tcp")]
+        self.assertAlmostEqual(tcp["paired_min"], 21000 * 1.1 / (21000 * 1.21))
+        self.assertAlmostEqual(tcp["paired_median"], 1.05)
+        self.assertAlmostEqual(tcp["ratio_of_medians"], 21000 / 20000)
+        # the base is a pooler in --pool-mode, not a subject of the other ratios
+        self.assertNotIn(("pgharbor-base/direct", "persistent", "unix"), by)
+        self.assertIn(("pgharbor/pgbouncer", "persistent", "unix"), by)
+
+    def test_paired_cpu_field(self):
+        p = bench.paired_ratios(self.rows, "bulk", ("unix", "pgharbor"), ("unix", "pgharbor-base"),
+                                "pooler_s_per_gb")
+        self.assertEqual(len(p), 3)
+        for x in p:
+            self.assertAlmostEqual(x, 1.25)
+
+    def test_no_baseline_no_cpu_ratios(self):
+        kinds = {r["kind"] for r in bench.ratios(bench.load_rows(self._write(sample())))}
+        self.assertFalse(any("pgharbor-base" in k for k in kinds))
+        self.assertFalse(any(k.endswith(" cpu") for k in kinds))
+
+    def _write(self, rows):
+        path = os.path.join(self.dir.name, "other.csv")
+        write_csv(rows, path)
+        return path
+
+    def test_labels_and_order(self):
+        labels = bench.target_labels(self.rows)
+        self.assertEqual(labels["pgharbor-base"], "pgharbor-base session")
+        self.assertEqual(bench.ordered(["pgbouncer", "pgharbor-base", "direct", "pgharbor"], bench.TARGETS),
+                         ["direct", "pgharbor", "pgharbor-base", "pgbouncer"])
+
+    def test_medians_csv(self):
+        bench.export(self.raw, self.dir.name)
+        with open(os.path.join(self.dir.name, "medians.csv"), newline="") as f:
+            med = {(r["workload"], r["transport"], r["target"]): r for r in csv.DictReader(f)}
+        h = med[("persistent", "unix", "pgharbor")]
+        self.assertAlmostEqual(float(h["vs_base"]), 1.05)
+        self.assertAlmostEqual(float(h["cpu_vs_base"]), 0.9)
+        self.assertEqual(med[("persistent", "unix", "pgharbor-base")]["vs_base"], "")
+        self.assertEqual(med[("persistent", "unix", "pgbouncer")]["cpu_vs_base"], "")
+        self.assertAlmostEqual(float(med[("bulk", "unix", "pgharbor")]["cpu_vs_base"]), 1.25)
+        with open(os.path.join(self.dir.name, "results.json")) as f:
+            d = json.load(f)
+        self.assertTrue(any(r["kind"] == "pgharbor/pgharbor-base cpu" for r in d["ratios"]))
+        self.assertTrue(any(c["target"] == "pgharbor-base" for c in d["medians"]))
+        # without a baseline medians.csv keeps its columns
+        other = self._write(sample())
+        bench.medians_csv(bench.load_rows(other), os.path.join(self.dir.name, "m2.csv"))
+        with open(os.path.join(self.dir.name, "m2.csv"), newline="") as f:
+            self.assertNotIn("vs_base", next(csv.reader(f)))
+
+    def test_summary(self):
+        out = self.summary()
+        # the throughput table: a row for the base, its ratio and the paired one
+        self.assertIn("| pgharbor-base session | 20 000 (±10%) |", out)
+        self.assertIn("| pgharbor / pgharbor-base | 1.05x | 1.05x |", out)
+        self.assertIn("| pgharbor / pgharbor-base, paired per round | 1.05x (1.05–1.05) | 1.05x (0.91–1.05) |", out)
+        self.assertIn("| pgharbor / pgharbor-base | 0.95x |", out)  # bulk MB/s
+        # the CPU tables
+        self.assertIn("| pgharbor-base session | 10.0 | 10.0 |", out)
+        self.assertIn("| pgharbor / pgharbor-base | 0.90x | 0.90x |", out)
+        self.assertIn("| pgharbor / pgharbor-base | 1.25x |", out)  # bulk s/GB
+        # at a glance
+        self.assertIn("| pgharbor / pgharbor-base tps | pgharbor / pgharbor-base CPU per tx |", out)
+        self.assertIn("| 1.40x | 0.75x | 1.05x | 0.90x |", out)
+        # the baseline section and its bar
+        self.assertIn("### pgharbor / pgharbor-base: the build under test over the baseline build", out)
+        self.assertIn("| persistent | Unix socket | 21 000 tps | 20 000 tps | 1.05x | 1.05x (1.05–1.05) "
+                      "| 9.0 µs | 10.0 µs | 0.90x | 0.90x (0.90–0.90) | **MET** |", out)
+        self.assertIn("| bulk | Unix socket | 190 MB/s | 200 MB/s | 0.95x | 0.95x (0.95–0.95) "
+                      "| 2.50 s/GB | 2.00 s/GB | 1.25x | 1.25x (1.25–1.25) | **NOT MET** |", out)
+        self.assertIn("- pgharbor at or above 0.98x pgharbor-base on throughput: 2 of 3 cells; "
+                      "not: bulk/Unix socket 0.95x", out)
+
+    def test_failed_baseline(self):
+        rows = [r for r in baseline_sample() if r["target"] != "pgharbor-base"]
+        for rnd in (1, 2, 3):
+            for w, t in (("persistent", "unix"), ("persistent", "tcp"), ("bulk", "unix")):
+                r = run(rnd, w, t, "pgharbor-base", status="not run: pgharbor-base check refused pgharbor's "
+                        "configuration: unknown field `max_client_conn`")
+                r["tx"] = r["failed_tx"] = r["wall_s"] = r["load1_before"] = ""
+                rows.append(r)
+        write_csv(rows, self.raw)
+        out = self.summary()
+        self.assertIn("| pgharbor-base session | – [3 failed] | – [3 failed] |", out)
+        self.assertIn("| pgharbor / pgharbor-base | – | – |", out)
+        self.assertIn("- not measured: no pgharbor-base run succeeded (first: not run: pgharbor-base check "
+                      "refused pgharbor's configuration: unknown field `max_client_conn`)", out)
+        self.assertIn("NOT OK: round 1 persistent/unix/pgharbor-base: not run:", out)
+        by = {(r["kind"], r["workload"], r["numerator"]["transport"]): r for r in bench.ratios(bench.load_rows(self.raw))}
+        self.assertIsNone(by[("pgharbor/pgharbor-base", "persistent", "unix")]["ratio_of_medians"])
+        self.assertIsNone(by[("pgharbor/pgharbor-base cpu", "persistent", "unix")]["paired_median"])
+
+    def test_idle_ratio(self):
+        idle_path = os.path.join(self.dir.name, "idle.csv")
+        rows = idle_rows()
+        rows += [dict(r, target="pgharbor-base", rss_after_kib=str(int(r["rss_after_kib"]) // 2),
+                      kib_per_client=f"{float(r['kib_per_client']) * 2:.2f}")
+                 for r in rows if r["target"] == "pgharbor"]
+        with open(idle_path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=IDLE_FIELDS)
+            w.writeheader()
+            w.writerows(rows)
+        buf = io.StringIO()
+        with redirect_stdout(buf):
+            bench.summarize(self.raw, idle_path)
+        out = buf.getvalue()
+        self.assertIn("| pgharbor-base transaction | 4.00 | 36.00 |", out)
+        self.assertIn("| pgharbor / pgharbor-base | 0.50x | 0.50x | |", out)
+
+
 class IdleClient(unittest.TestCase):
     def test_phase(self):
         self.assertEqual(idle.parse_phase("tcp=127.0.0.1:6432"), ("tcp", ("127.0.0.1", 6432)))
@@ -527,6 +696,19 @@ class RunArguments(unittest.TestCase):
         self.assertEqual(c["keep"], "1")
         self.assertEqual(self.config("--no-build")["pgharbor_bin"], "target/release/pgharbor (--no-build)")
         self.assertIn("not an executable file", self.error("--pgharbor-bin", "/nonexistent/pgharbor"))
+
+    def test_baseline_bin(self):
+        c = self.config()
+        self.assertEqual((c["baseline_bin"], c["ports"]), ("none", "auto,auto,auto"))
+        c = self.config("--pgharbor-bin", "/bin/sh", "--baseline-bin", "/bin/true")
+        self.assertEqual((c["pgharbor_bin"], c["baseline_bin"], c["ports"]), ("/bin/sh", "/bin/true", "auto,auto,auto,auto"))
+        self.assertEqual(self.config("--baseline-bin", "/bin/true", "--baseline-port", "7")["ports"], "auto,auto,auto,7")
+        self.assertIn("--baseline-bin: not an executable file", self.error("--baseline-bin", "/nonexistent/pgharbor"))
+        self.assertIn("not with --skip pgharbor", self.error("--baseline-bin", "/bin/true", "--skip", "pgharbor"))
+        self.assertIn("not with --pooler", self.error("--pg", "host=/tmp", "--pooler", "host=/tmp",
+                                                      "--baseline-bin", "/bin/true"))
+        self.assertIn("--baseline-port goes with --baseline-bin", self.error("--baseline-port", "7"))
+        self.assertIn("--baseline-bin", self.run_script("--help").stdout)
 
     def test_limits_and_bulk(self):
         c = self.config("--bulk-copies", "2", "--bulk-selects", "1", "--load-limit", "2.5", "--other-limit", "0.5")
