@@ -33,8 +33,9 @@ tokio::task_local! {
 
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
-    /// The connection.
-    pub backend: Link,
+    /// The connection, boxed: deadpool moves its objects several times per
+    /// checkout and return, and a link is over 500 bytes.
+    pub backend: Box<Link>,
     /// Set only by a successful reset at release; `recycle` refuses anything else.
     pub(super) clean: bool,
     /// When it last went idle (opened, released or handed back).
@@ -182,7 +183,7 @@ impl managed::Manager for BackendManager {
                     "backend connected"
                 );
                 Ok(Pooled {
-                    backend,
+                    backend: Box::new(backend),
                     clean: true,
                     idle_since: Instant::now(),
                     _limits: limits,

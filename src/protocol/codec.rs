@@ -3,7 +3,43 @@
 //! a peer sent. It does no I/O: the caller reads into [`FrameBuf::spare`]
 //! and calls [`FrameBuf::filled`], which keeps every read cancel-safe.
 
+use std::cell::RefCell;
+
 use super::{be_u32, Violation};
+
+/// Shed buffers kept per thread for the next connection that needs one.
+const STASH_MAX: usize = 32;
+
+thread_local! {
+    /// Buffers shed by idle connections, ready for the next read. A
+    /// transaction-pooled client sheds its buffer after every transaction
+    /// and needs it again microseconds later; allocating and zeroing a new
+    /// one each time costs more than the relay's own work. The stash is
+    /// bounded, so thousands of idle clients still hold no buffer each.
+    static STASH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A buffer of `len` bytes: a stashed one if there is one of that size.
+/// Its bytes are stale, which is harmless: only what a read writes becomes
+/// readable.
+fn take_buffer(len: usize) -> Vec<u8> {
+    let reused = STASH.with(|s| {
+        let mut s = s.borrow_mut();
+        let at = s.iter().rposition(|b| b.len() == len)?;
+        Some(s.swap_remove(at))
+    });
+    reused.unwrap_or_else(|| vec![0; len])
+}
+
+/// Keeps `buf` for [`take_buffer`] if the stash has room.
+fn give_buffer(buf: Vec<u8>) {
+    STASH.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < STASH_MAX {
+            s.push(buf);
+        }
+    });
+}
 
 /// Where a complete message sits in the buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +80,13 @@ impl FrameBuf {
     /// thousands); the next read allocates it again at its initial size.
     pub fn shed(&mut self) {
         if self.is_empty() && !self.data.is_empty() {
-            self.data = Vec::new();
+            let data = std::mem::take(&mut self.data);
+            self.head = 0;
+            self.tail = 0;
+            // One grown for a large message goes back to the allocator.
+            if data.len() == self.initial {
+                give_buffer(data);
+            }
         }
     }
 
@@ -74,7 +116,7 @@ impl FrameBuf {
     /// Free space to read into; compacts first if the tail reached the end.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.data.is_empty() {
-            self.data = vec![0; self.initial];
+            self.data = take_buffer(self.initial);
         }
         if self.tail == self.data.len() && self.head > 0 {
             self.compact();
@@ -222,6 +264,20 @@ mod tests {
         b.filled(3);
         b.shed();
         assert_eq!(b.readable(), b"abc", "a buffer holding data is kept");
+    }
+
+    #[test]
+    fn a_reused_buffer_shows_nothing_of_its_last_owner() {
+        let mut a = FrameBuf::new(16, 64);
+        feed(&mut a, b"secret");
+        a.consume(6);
+        a.shed();
+        let mut b = FrameBuf::new(16, 64);
+        b.shed();
+        assert!(b.spare().len() == 16 && b.readable().is_empty());
+        feed(&mut b, b"x");
+        assert_eq!(b.readable(), b"x");
+        assert_eq!(b.capacity(), 16);
     }
 
     #[test]
