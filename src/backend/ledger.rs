@@ -62,7 +62,9 @@ impl Ledger {
             self.unnamed = None;
         }
         self.owed.push(e, fixes);
-        self.apply(fixes);
+        if !fixes.is_empty() {
+            self.apply(fixes);
+        }
     }
 
     /// Notes a Flush sent.
@@ -99,7 +101,9 @@ impl Ledger {
             .owed
             .on_server(tag, body, fixes)
             .map_err(|e| e.to_string());
-        self.apply(fixes);
+        if !fixes.is_empty() {
+            self.apply(fixes);
+        }
         d
     }
 

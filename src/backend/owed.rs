@@ -267,15 +267,35 @@ impl Owed {
         }
     }
 
-    /// True when the next reply is a client's Execute or Query, whose rows
-    /// (DataRow, CopyData) change nothing in the books: the relay passes
-    /// them without accounting each one.
+    /// True when a server message of type `tag` changes nothing in the
+    /// books and goes to the client: rows, descriptions, notices and the
+    /// like of a client's Execute or Query. The relay passes these without
+    /// accounting each one ([`Owed::on_server`] would return
+    /// [`Disposition::Forward`] and leave the queue as it is).
     #[inline]
-    pub fn passes_rows(&self) -> bool {
-        matches!(
-            self.queue.front(),
-            Some(Expect::Client(Reply::Execute | Reply::Query))
-        )
+    pub fn passes(&self, tag: u8) -> bool {
+        match self.queue.front() {
+            Some(Expect::Client(Reply::Query)) => match tag {
+                be::DATA_ROW
+                | be::ROW_DESCRIPTION
+                | be::COPY_DATA
+                | be::COPY_DONE
+                | be::EMPTY_QUERY_RESPONSE
+                | be::NOTICE_RESPONSE
+                | be::NOTIFICATION_RESPONSE => true,
+                be::COMMAND_COMPLETE => self.copy.is_none(),
+                _ => false,
+            },
+            Some(Expect::Client(Reply::Execute)) => matches!(
+                tag,
+                be::DATA_ROW
+                    | be::COPY_DATA
+                    | be::COPY_DONE
+                    | be::NOTICE_RESPONSE
+                    | be::NOTIFICATION_RESPONSE
+            ),
+            _ => false,
+        }
     }
 
     /// True when the next reply answers a message the pooler added.

@@ -399,3 +399,31 @@ fn random_sequences_never_panic() {
         }
     }
 }
+
+#[test]
+fn what_passes_unaccounted_changes_nothing() {
+    let heads = [
+        vec![Expect::Client(Reply::Query)],
+        vec![Expect::Client(Reply::Execute), Expect::Client(Reply::Sync)],
+        vec![Expect::Injected(Reply::Query)],
+        vec![Expect::Client(Reply::Sync)],
+    ];
+    for head in &heads {
+        for copying in [None, Some(COPY_IN_RESPONSE), Some(COPY_OUT_RESPONSE)] {
+            for tag in 0..=255u8 {
+                let mut r = Owed::default();
+                push_all(&mut r, head);
+                if let Some(c) = copying {
+                    let _ = r.on_server(c, None, &mut Vec::new());
+                }
+                if !r.passes(tag) {
+                    continue;
+                }
+                let before = format!("{r:?}");
+                let d = r.on_server(tag, Some(b""), &mut Vec::new());
+                assert_eq!(d, Ok(Forward), "{head:?} {copying:?} {tag}");
+                assert_eq!(format!("{r:?}"), before, "{head:?} {copying:?} {tag}");
+            }
+        }
+    }
+}

@@ -146,8 +146,6 @@ impl Down<'_, '_> {
                 run = pos;
                 modified = true;
             }
-            // Rows of a client's query: nothing to account, however many.
-            let rows = s.ledger.owed().passes_rows();
             // The reply to a pooler message is read whole so it can be dropped.
             // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
@@ -169,7 +167,8 @@ impl Down<'_, '_> {
                 Step::Whole { tag, start, end } => (tag, start, end, true),
                 Step::Header { tag, start, end } => (tag, start, end, false),
             };
-            if rows && matches!(tag, be::DATA_ROW | be::COPY_DATA) {
+            // Rows of a client's query: nothing to account, however many.
+            if s.ledger.owed().passes(tag) {
                 pos = end;
                 continue;
             }
@@ -247,7 +246,9 @@ impl Down<'_, '_> {
             run = pos;
             modified = true;
         }
-        s.apply_fixes();
+        if !s.fixes.is_empty() {
+            s.apply_fixes();
+        }
         drop(s);
         if modified && run < pos {
             out.extend_from_slice(&buf.readable()[run..pos]);

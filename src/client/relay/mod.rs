@@ -133,7 +133,9 @@ impl<'l> Shared<'l> {
     /// corrections to `undefined`.
     pub fn push(&mut self, e: Expect) {
         self.ledger.push(e, &mut self.fixes);
-        self.apply_fixes();
+        if !self.fixes.is_empty() {
+            self.apply_fixes();
+        }
     }
 
     /// Moves names whose Parse failed or was skipped to `undefined`.
