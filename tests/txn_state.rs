@@ -373,9 +373,8 @@ fn reset_returns_the_pool_default_never_another_clients_value() {
 #[test]
 fn track_parameters_follow_their_own_client_and_never_reach_another() {
     // work_mem is not reported by the server: a startup value follows its
-    // client (SET/RESET per backend switch), and a later SET of it pins the
-    // client (the pooler cannot learn the new value), even when listed in
-    // track_parameters.
+    // client (set or reset per backend switch), and so does a later plain
+    // SET of it, replayed as written on whichever backend the client gets.
     let p = Pooler::start(
         PgCluster::shared(),
         PoolerOpts::transaction(2).pool_toml("track_parameters = [\"work_mem\"]"),
@@ -395,24 +394,24 @@ fn track_parameters_follow_their_own_client_and_never_reach_another() {
     bad.check("B (server default)", &get(&mut b).1, "4MB");
     bad.check("A again after B", &get(&mut a).1, "8MB");
 
-    // B's SET pins B: it keeps its backend and value; A and a new client C
-    // never see it.
+    // B's SET follows B to every backend; A and a new client C never see it.
     q_ok(&mut b, "SET work_mem = '32MB'");
-    let (pb, wb) = get(&mut b);
-    bad.check("B's own SET", &wb, "32MB");
+    bad.check("B's own SET", &get(&mut b).1, "32MB");
     bad.check("A after B's SET", &get(&mut a).1, "8MB");
     let (mut c, _) = login(&p, &[]);
-    let (pc, wc) = get(&mut c);
-    bad.check("C (no work_mem anywhere) after B's SET", &wc, "4MB");
-    assert_ne!(pc, pb, "C never gets pinned B's backend");
+    bad.check(
+        "C (no work_mem anywhere) after B's SET",
+        &get(&mut c).1,
+        "4MB",
+    );
     for _ in 0..3 {
-        let (p2, w2) = get(&mut b);
-        assert_eq!(p2, pb, "B stays on its backend");
+        let (_, w2) = get(&mut b);
         bad.check("B again", &w2, "32MB");
         bad.check("A again", &get(&mut a).1, "8MB");
+        bad.check("C again", &get(&mut c).1, "4MB");
     }
     drop(b);
-    // After B leaves, the reset leaves the server default for everyone.
+    // After B leaves, nobody has its value.
     for _ in 0..4 {
         bad.check("C after B left", &get(&mut c).1, "4MB");
     }
@@ -420,14 +419,15 @@ fn track_parameters_follow_their_own_client_and_never_reach_another() {
 }
 
 // ---------------------------------------------------------------------------
-// Pinning SET, SET ROLE, SET SESSION AUTHORIZATION, set_config
+// Session SETs: followed, or pinning (SET ROLE, SET SESSION AUTHORIZATION, set_config)
 
-/// For each statement that must pin: the client that ran it keeps one
-/// backend and sees its effect; the other client never gets that backend
-/// nor sees the effect; after the pinned client leaves, the reset leaves
-/// nothing on any backend.
+/// For each session SET: the client that ran it sees its effect on every
+/// transaction (kept on one backend when the SET pins, on whichever backend
+/// it gets when it is followed); the other client never sees the effect,
+/// nor gets a pinned backend; after the client leaves, nothing of it shows
+/// on any backend.
 #[tokio::test(flavor = "multi_thread")]
-async fn untracked_set_role_and_session_authorization_pin_and_never_leak() {
+async fn session_sets_pin_or_follow_and_never_leak() {
     let pg = PgCluster::shared();
     // Clients log in as scram_user; backends run as postgres, so that SET
     // SESSION AUTHORIZATION and SET ROLE are allowed.
@@ -441,30 +441,38 @@ async fn untracked_set_role_and_session_authorization_pin_and_never_leak() {
     );
     let probe = "current_setting('work_mem') || '|' || current_setting('search_path') || '|' \
                  || current_user || '|' || session_user || '|' || current_setting('statement_timeout')";
-    let cases: &[(&str, &str)] = &[
-        ("SET work_mem = '12MB'", "12MB|"),
-        ("SET SESSION work_mem TO '11MB'", "11MB|"),
+    // (statement, what A sees, whether it pins A: a plain SET is followed
+    // instead, on whichever backend A gets).
+    let cases: &[(&str, &str, bool)] = &[
+        ("SET work_mem = '12MB'", "12MB|", false),
+        ("SET SESSION work_mem TO '11MB'", "11MB|", false),
         (
             "SET search_path = harbor_nowhere, public",
             "|harbor_nowhere, public|",
+            false,
         ),
-        ("SELECT set_config('work_mem', '13MB', false)", "13MB|"),
-        ("SET ROLE md5_user", "|md5_user|postgres|"),
+        (
+            "SELECT set_config('work_mem', '13MB', false)",
+            "13MB|",
+            true,
+        ),
+        ("SET ROLE md5_user", "|md5_user|postgres|", true),
         (
             "SET SESSION AUTHORIZATION scram_user",
             "|scram_user|scram_user|",
+            true,
         ),
-        ("SET statement_timeout = '77s'", "|77s"),
+        ("SET statement_timeout = '77s'", "|77s", false),
     ];
     let fresh = on_every_backend(&ci, 2, probe).await;
     let default = fresh[0].1.clone().unwrap();
     assert!(fresh.iter().all(|(_, v)| v.as_deref() == Some(&default)));
     let b = connect_ok(&ci).await;
-    for (stmt, mark) in cases {
+    for &(stmt, mark, pins) in cases {
         let a = connect_ok(&ci).await;
         if stmt.starts_with("SELECT") {
             // Extended protocol (a named statement) for this one.
-            a.query(*stmt, &[]).await.expect(stmt);
+            a.query(stmt, &[]).await.expect(stmt);
         } else {
             a.batch_execute(stmt).await.expect(stmt);
         }
@@ -476,8 +484,8 @@ async fn untracked_set_role_and_session_authorization_pin_and_never_leak() {
         );
         for round in 0..4 {
             let (pb, vb) = pid_and(&b, probe).await;
-            assert_ne!(
-                pb, pa,
+            assert!(
+                !pins || pb != pa,
                 "{stmt}, round {round}: B was given A's pinned backend"
             );
             assert_eq!(
@@ -485,10 +493,15 @@ async fn untracked_set_role_and_session_authorization_pin_and_never_leak() {
                 Some(default.as_str()),
                 "{stmt}: B sees A's state"
             );
+            let (pa2, va2) = pid_and(&a, probe).await;
+            assert!(
+                !pins || pa2 == pa,
+                "{stmt}, round {round}: A left its pinned backend"
+            );
             assert_eq!(
-                pid_and(&a, probe).await,
-                (pa, Some(va.clone())),
-                "{stmt}, round {round}: A left its backend or lost its state"
+                va2,
+                Some(va.clone()),
+                "{stmt}, round {round}: A lost its state"
             );
             // A transaction of A's stays on the same backend too.
             let tx = a.simple_query("BEGIN; SELECT 1; COMMIT").await;
@@ -513,7 +526,10 @@ async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     let before = pid(&b).await;
-    a.batch_execute("SET work_mem = '12MB'").await.unwrap();
+    // The temporary table pins A; its SET shows what A's backend holds.
+    a.batch_execute("CREATE TEMP TABLE pin_me (x int); SET work_mem = '12MB'")
+        .await
+        .unwrap();
     let pa = pid(&a).await;
     assert_eq!(pa, before, "one backend");
     let waiting = tokio::spawn(async move {

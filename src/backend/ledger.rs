@@ -6,7 +6,7 @@
 
 use super::owed::{CacheFix, CopyDir, Disposition, Expect, Owed};
 use super::prepared::PreparedCache;
-use super::ParamSet;
+use super::{AppliedSet, ParamSet};
 use crate::protocol::tags::be;
 
 pub use crate::protocol::messages::TxStatus;
@@ -21,7 +21,7 @@ pub struct Ledger {
     tx: TxStatus,
     prepared: PreparedCache,
     params: ParamSet,
-    extras: ParamSet,
+    applied: AppliedSet,
     /// Whose unnamed statement the server holds, and which of that
     /// client's definitions (transaction pooling hands the backend to others
     /// between transactions, and a client to other backends).
@@ -40,7 +40,7 @@ impl Ledger {
             tx: TxStatus::Idle,
             prepared: PreparedCache::new(capacity),
             params: ParamSet::default(),
-            extras: ParamSet::default(),
+            applied: AppliedSet::default(),
             unnamed: None,
             sent_partial: false,
             broken: None,
@@ -56,7 +56,8 @@ impl Ledger {
     pub fn push(&mut self, e: Expect, fixes: &mut Vec<CacheFix>) {
         if matches!(
             e,
-            Expect::Client(super::owed::Reply::Query) | Expect::Injected(super::owed::Reply::Query)
+            Expect::Client(super::owed::Reply::Query { .. })
+                | Expect::Injected(super::owed::Reply::Query { .. })
         ) {
             // A simple Query drops the unnamed statement (exec_simple_query).
             self.unnamed = None;
@@ -119,7 +120,7 @@ impl Ledger {
                 self.prepared.restore(id);
                 false
             }
-            CacheFix::Undefine(_) => true,
+            CacheFix::Undefine(_) | CacheFix::FollowedQuery { .. } => true,
         });
     }
 
@@ -154,9 +155,9 @@ impl Ledger {
         &mut self.params
     }
 
-    /// Parameters the server does not report that the pooler SET here.
-    pub fn extras(&mut self) -> &mut ParamSet {
-        &mut self.extras
+    /// What the pooler gave this backend for its clients beyond its defaults.
+    pub fn applied(&mut self) -> &mut AppliedSet {
+        &mut self.applied
     }
 
     /// Whose unnamed statement (which definition) the server holds.
@@ -194,9 +195,15 @@ impl Ledger {
     /// The reset query ran: what the pooler SET is gone, and prepared
     /// statements too if the query drops them.
     pub(super) fn after_reset(&mut self, reset_query: &str) {
-        self.extras = ParamSet::default();
+        self.applied.clear();
         self.unnamed = None;
-        if crate::protocol::sql::classify(reset_query.as_bytes(), &|_| true).drops_prepared {
+        if crate::protocol::sql::classify(
+            reset_query.as_bytes(),
+            crate::protocol::sql::Strings::Standard,
+            &|_| true,
+        )
+        .drops_prepared
+        {
             self.prepared.clear();
         }
     }

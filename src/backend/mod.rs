@@ -2,10 +2,13 @@
 //! pooler must know about it (its ParameterStatus set, its cancel key, its
 //! transaction status) while it is handed from client to client.
 
+mod cancel;
+mod error;
 mod handoff;
 mod ledger;
 mod login;
 pub mod owed;
+mod params;
 pub mod prepared;
 mod session;
 mod status;
@@ -21,15 +24,17 @@ use crate::auth::ScramCredential;
 use crate::config::BackendHost;
 use bytes::BytesMut;
 
-use crate::protocol::messages::ParameterStatus;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
-use crate::stream::{ReadError, Stream};
+use crate::stream::Stream;
 use crate::tls::Transport;
 
+pub use cancel::{send_cancel, CANCEL_CONFIRM_LIMIT};
+pub use error::{BackendError, ServerError};
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
 pub use ledger::{Ledger, TxStatus, UnnamedKey};
+pub use params::{push_set_config, Applied, AppliedSet, ParamSet};
 pub use session::parse_error_fields;
 pub use status::{LinkStatus, ServerInfo, ServerState};
 
@@ -117,57 +122,6 @@ impl std::fmt::Debug for Credentials {
             .field("scram", &self.scram.as_ref().map(|_| "<redacted>"))
             .finish()
     }
-}
-
-/// An error PostgreSQL sent, reduced to what a client needs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServerError {
-    /// Severity as sent (`ERROR`, `FATAL`...).
-    pub severity: String,
-    /// SQLSTATE.
-    pub code: String,
-    /// Primary message.
-    pub message: String,
-}
-
-impl std::fmt::Display for ServerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {} ({})", self.severity, self.message, self.code)
-    }
-}
-
-/// Why a backend could not be opened or used.
-#[derive(Debug, thiserror::Error)]
-pub enum BackendError {
-    /// Connecting failed.
-    #[error("could not connect to server at {addr}: {source}")]
-    Connect {
-        /// Where we tried.
-        addr: String,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// Opening and logging in took longer than `server_connect_timeout`.
-    #[error("timed out connecting to server at {0}")]
-    Timeout(String),
-    /// The socket failed or the server went away.
-    #[error("server connection lost: {0}")]
-    Read(#[from] ReadError),
-    /// Writing to the server failed.
-    #[error("server connection lost: {0}")]
-    Write(std::io::Error),
-    /// PostgreSQL refused the login or a query.
-    #[error("server error: {0}")]
-    Server(ServerError),
-    /// TLS could not be set up as the policy requires.
-    #[error("server TLS: {0}")]
-    Tls(String),
-    /// The server asked for something we cannot answer.
-    #[error("server login failed: {0}")]
-    Auth(String),
-    /// The server broke the protocol.
-    #[error("server protocol violation: {0}")]
-    Protocol(String),
 }
 
 /// Cancel key and address of one backend.
@@ -377,100 +331,5 @@ impl Link {
     /// Value of a reported parameter.
     pub fn param(&self, name: &str) -> Option<&str> {
         self.ledger.params().get(name)
-    }
-}
-
-/// A backend's ParameterStatus values, in the order first reported (the
-/// order a direct connection shows them in).
-#[derive(Debug, Clone, Default)]
-pub struct ParamSet(Vec<(String, String)>);
-
-impl ParamSet {
-    /// Value of a parameter.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// All (name, value) pairs.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
-    }
-
-    /// Sets a value the server is known to report (ahead of its report).
-    pub fn set(&mut self, name: &str, value: &str) {
-        match self.0.iter_mut().find(|(k, _)| k == name) {
-            Some((_, v)) => {
-                if v != value {
-                    *v = value.to_string();
-                }
-            }
-            None => self.0.push((name.to_string(), value.to_string())),
-        }
-    }
-
-    /// The value of `name`, matched as PostgreSQL matches parameter names
-    /// (case-insensitively).
-    pub fn get_ci(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Removes a parameter.
-    pub fn remove(&mut self, name: &str) {
-        self.0.retain(|(k, _)| k != name);
-    }
-
-    /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
-    pub fn apply_status(&mut self, body: &[u8]) -> bool {
-        let Ok(ps) = ParameterStatus::parse(body) else {
-            return false;
-        };
-        self.set(
-            &String::from_utf8_lossy(ps.name),
-            &String::from_utf8_lossy(ps.value),
-        );
-        true
-    }
-}
-
-/// How long a forwarded cancel may take to be confirmed (PostgreSQL closes
-/// the cancel connection once it has signalled the backend); a backend
-/// whose cancel is not confirmed by then is closed, never handed on.
-pub const CANCEL_CONFIRM_LIMIT: Duration = Duration::from_secs(5);
-
-/// Sends a CancelRequest for `cancel` over a fresh connection, as PostgreSQL
-/// expects, and waits until PostgreSQL closes that connection: by then it
-/// has signalled the backend, so the cancel cannot land on a later query.
-/// Ok only when that close was seen.
-pub async fn send_cancel(cancel: &CancelTarget) -> std::io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let send = async {
-        let mut stream = cancel.target.open().await?;
-        let mut buf = bytes::BytesMut::with_capacity(16);
-        postgres_protocol::message::frontend::cancel_request(cancel.pid, cancel.secret, &mut buf);
-        stream.write_all(&buf).await?;
-        stream.flush().await?;
-        let mut sink = [0u8; 64];
-        loop {
-            match stream.read(&mut sink).await {
-                Ok(0) => return Ok(()),
-                Ok(_) => continue,
-                // A reset after the request went out is the server closing too.
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-    };
-    match tokio::time::timeout(CANCEL_CONFIRM_LIMIT, send).await {
-        Ok(r) => r,
-        Err(_) => Err(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "the server did not close the cancel connection in time",
-        )),
     }
 }

@@ -41,7 +41,10 @@ impl Link {
         for q in queries {
             postgres_protocol::message::frontend::query(q, &mut self.queued)
                 .map_err(|e| BackendError::Protocol(e.to_string()))?;
-            self.ledger.push(Expect::Injected(Reply::Query), &mut fixes);
+            self.ledger.push(
+                Expect::Injected(Reply::Query { follows: false }),
+                &mut fixes,
+            );
         }
         Ok(())
     }

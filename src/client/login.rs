@@ -196,7 +196,11 @@ pub(super) async fn attach(
     if let Some(l) = lease.as_mut() {
         cancel_key.slot.set(Some(l.backend().cancel().clone()));
         for (name, value) in &extras {
-            l.backend().ledger().extras().set(name, value);
+            let applied = crate::backend::Applied::Startup(value.clone());
+            l.backend()
+                .ledger()
+                .applied()
+                .set(&name.to_ascii_lowercase(), applied);
         }
     }
     let shown_set = match (&mut lease, pooled_per_transaction) {

@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use postgres_protocol::escape::{escape_identifier, escape_literal};
-
 use super::error::ClientError;
-use crate::backend::{Link, ParamSet};
+use crate::backend::{push_set_config, Link, ParamSet};
 use crate::pool::Pool;
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::{PgError, Violation};
@@ -122,11 +120,7 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
         } else {
             &mut sync_sql
         };
-        sql.push_str(&format!(
-            "SET {} TO {};",
-            escape_identifier(name),
-            escape_literal(value)
-        ));
+        push_set_config(sql, name, value);
     }
     if !pipelined_sql.is_empty() {
         backend.queue_queries(&[&pipelined_sql])?;

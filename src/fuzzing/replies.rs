@@ -75,7 +75,7 @@ impl Model {
             _ if !self.open_batch && !self.skipping => {
                 // The pooler's own statement, only ever between batches.
                 return Some(Step {
-                    sent: Some(Expect::Injected(Reply::Query)),
+                    sent: Some(Expect::Injected(Reply::Query { follows: false })),
                     replies: vec![
                         be::PARAMETER_STATUS,
                         be::NOTICE_RESPONSE,

@@ -150,9 +150,12 @@ impl Down<'_, '_> {
             // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
             let named = s.ledger.owed().head_statement().is_some();
+            // A ROLLBACK undoes followed settings: its tag must be read.
+            let following = s.follow.pending();
             let inspect = |t| {
                 injected
                     || (named && t == be::ERROR_RESPONSE)
+                    || (following && t == be::COMMAND_COMPLETE)
                     || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS)
             };
             let step = scan
@@ -168,7 +171,7 @@ impl Down<'_, '_> {
                 Step::Header { tag, start, end } => (tag, start, end, false),
             };
             // Rows of a client's query: nothing to account, however many.
-            if s.ledger.owed().passes(tag) {
+            if s.ledger.owed().passes(tag) && !(following && tag == be::COMMAND_COMPLETE) {
                 pos = end;
                 continue;
             }
@@ -198,6 +201,8 @@ impl Down<'_, '_> {
                 be::READY_FOR_QUERY => {
                     let idle = s.ledger.owed().is_empty();
                     let in_tx = s.ledger.tx() != TxStatus::Idle;
+                    let aborted = s.ledger.tx() == TxStatus::Failed;
+                    s.follow.ready(in_tx, aborted, idle);
                     if in_tx && idle {
                         self.flags.idle_in_tx.notify_waiters();
                     }
@@ -206,6 +211,11 @@ impl Down<'_, '_> {
                         s.defined.clear();
                         s.cache_doubt = false;
                         exchange_done = true;
+                        // So is every SET: the client's reports say how its SQL reads.
+                        if client_params.is_some() {
+                            s.strings =
+                                super::client_strings(client_params.as_deref().map(|p| &**p));
+                        }
                     }
                 }
                 be::PARAMETER_STATUS if whole => {
@@ -213,10 +223,15 @@ impl Down<'_, '_> {
                         Arc::make_mut(p).apply_status(body);
                     }
                 }
+                // The tag of a client's ROLLBACK, or of a COMMIT that rolled back.
+                be::COMMAND_COMPLETE if whole && body.starts_with(b"ROLLBACK") => {
+                    s.follow.failed();
+                }
                 be::ERROR_RESPONSE => {
                     // Severity comes first in PostgreSQL's errors, so the
                     // buffered head of even an oversized one tells.
                     *fatal |= Fields::new(body).is_fatal();
+                    s.follow.failed();
                     if s.cache_doubt {
                         s.ledger.break_with(
                             "a DISCARD ALL or DEALLOCATE ALL failed: prepared statements unknown",

@@ -16,6 +16,7 @@
 //! backend is idle with nothing owed.
 
 mod down;
+mod follow;
 mod meter;
 mod up;
 
@@ -25,6 +26,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+pub use follow::Follow;
 pub(crate) use meter::Progress;
 pub use meter::{Meter, RelayEnd};
 
@@ -33,6 +35,7 @@ use super::txn::statements::{ClientStatements, UNNAMED};
 use crate::backend::owed::{CacheFix, Expect, Reply};
 use crate::backend::{Ledger, Link, ParamSet};
 use crate::protocol::scan::Scanner;
+use crate::protocol::sql::{Setting, Strings};
 use crate::protocol::tags::fe;
 use crate::protocol::FrameBuf;
 use crate::stream::{ReadHalf, WriteHalf};
@@ -77,10 +80,12 @@ pub enum TxnEnd {
 }
 
 /// What the relay learnt about the client while it held the backend.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Left {
     /// Why the client must keep this backend, if it must.
     pub pin: Option<Pin>,
+    /// The client's followed SETs and RESETs that lasted, in order.
+    pub settings: Vec<Setting>,
 }
 
 /// State both directions share while a client holds a backend: the
@@ -107,6 +112,11 @@ pub struct Shared<'l> {
     pub client_id: u64,
     /// The client's named statements (transaction pooling; empty otherwise).
     pub statements: &'l mut ClientStatements,
+    /// How the client's SQL reads: its standard_conforming_strings, or
+    /// unknown while a statement that may change it is unanswered.
+    pub strings: Strings,
+    /// What became of the client's followed settings.
+    pub follow: Follow,
 }
 
 impl<'l> Shared<'l> {
@@ -126,6 +136,8 @@ impl<'l> Shared<'l> {
             skipping_to_sync: false,
             client_id,
             statements,
+            strings: Strings::Standard,
+            follow: Follow::default(),
         }
     }
 
@@ -141,15 +153,16 @@ impl<'l> Shared<'l> {
     /// Moves names whose Parse failed or was skipped to `undefined`.
     pub fn apply_fixes(&mut self) {
         for f in self.fixes.drain(..) {
-            if let CacheFix::Undefine(def) = f {
-                if def == UNNAMED {
-                    self.statements.unnamed_unknown();
-                    continue;
+            match f {
+                CacheFix::Undefine(UNNAMED) => self.statements.unnamed_unknown(),
+                CacheFix::Undefine(def) => {
+                    if let Some(at) = self.defined.iter().position(|(d, _)| *d == def) {
+                        let (_, name) = self.defined.swap_remove(at);
+                        self.undefined.push(name);
+                    }
                 }
-                if let Some(at) = self.defined.iter().position(|(d, _)| *d == def) {
-                    let (_, name) = self.defined.swap_remove(at);
-                    self.undefined.push(name);
-                }
+                CacheFix::FollowedQuery { ok } => self.follow.answered(ok),
+                CacheFix::Forget(_) | CacheFix::Restore(_) => {}
             }
         }
     }
@@ -181,6 +194,11 @@ pub fn account_plain(tag: u8, shared: &mut Shared<'_>) {
     }
 }
 
+/// How the SQL of a client shown `params` reads.
+pub(crate) fn client_strings(params: Option<&ParamSet>) -> Strings {
+    Strings::from_setting(params.and_then(|p| p.get("standard_conforming_strings")))
+}
+
 /// Flags the directions share besides the [`Shared`] state.
 struct Flags {
     /// The up direction is in the middle of a write to the server.
@@ -204,7 +222,9 @@ pub async fn relay(
     mode: Mode<'_, '_>,
 ) -> (TxnEnd, Left) {
     let parts = link.relay_parts();
-    let shared = Mutex::new(Shared::new(parts.ledger, mode.client_id, mode.statements));
+    let mut shared = Shared::new(parts.ledger, mode.client_id, mode.statements);
+    shared.strings = client_strings(mode.client_params.as_deref().map(|p| &**p));
+    let shared = Mutex::new(shared);
     let flags = Flags {
         writing: AtomicBool::new(false),
         client_mid: AtomicBool::new(!cscan.at_boundary()),
@@ -272,6 +292,12 @@ pub async fn relay(
         // Names whose Parse failed in this relay's last replies.
         rw.forget_undefined(&mut s);
     }
-    let left = Left { pin: s.pin };
+    // What the client's settings did is what the backend now has.
+    let (lasted, voided) = s.follow.take_outcomes();
+    s.ledger.applied().settle(&lasted, &voided);
+    let left = Left {
+        pin: s.pin,
+        settings: lasted,
+    };
     (end, left)
 }

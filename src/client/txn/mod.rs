@@ -10,16 +10,15 @@
 //! until it disconnects; see the README's state table.
 
 pub(crate) mod rewrite;
+pub mod settings;
 pub mod statements;
 
 use std::sync::Arc;
 
-use postgres_protocol::escape::{escape_identifier, escape_literal};
-
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
 use super::{ClientError, ClientState, Meter, RelayEnd};
-use crate::backend::{BackendError, Departure, Link, ParamSet};
+use crate::backend::Departure;
 use crate::config::PoolMode;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
@@ -28,6 +27,7 @@ use crate::protocol::{FrameBuf, Violation};
 use crate::stats::Class;
 use crate::stream::{fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};
+use settings::ClientSettings;
 use statements::ClientStatements;
 
 /// Serves a logged-in client in transaction or statement pooling until it leaves.
@@ -63,6 +63,7 @@ pub(super) async fn serve(
         config.pool.is_tracked(name) && reported.iter().any(|r| r.eq_ignore_ascii_case(name))
     };
     let mut statements = ClientStatements::default();
+    let mut settings = ClientSettings::new(extras);
     let mut rewriter = Rewriter {
         registry: &pooler.statements,
         manage: config.pool.max_prepared_statements > 0,
@@ -103,7 +104,7 @@ pub(super) async fn serve(
                     why = stop.as_mut() => break RelayEnd::BackendGone(why.into()),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
-                if let Err(e) = sync_params(l.backend(), (&params, &extras), &tracked) {
+                if let Err(e) = settings::sync(l.backend(), (&params, &settings), &tracked) {
                     l.backend().ledger().break_with(e.to_string());
                     l.finish(Departure::SessionOver { keeps_state: true });
                     return Err(ClientError::Backend(e));
@@ -148,6 +149,7 @@ pub(super) async fn serve(
         // From here a cancel with this client's key reaches nothing; one
         // already on its way holds the backend back (see Link::hand_off).
         cancel_key.slot.set(None);
+        settings.commit(&left.settings);
         if pin.is_none() {
             if let Some(p) = left.pin {
                 tracing::info!(
@@ -259,55 +261,3 @@ fn message_ready(data: &[u8]) -> bool {
 
 /// Messages larger than this start the relay before they are all buffered.
 const CLIENT_STREAM_AFTER: usize = 64 * 1024;
-
-/// SETs the parameters this client follows where the backend's values
-/// differ. They are queued to go out with the client's first message; the
-/// values were accepted when the client logged in, so none can fail.
-fn sync_params(
-    backend: &mut Link,
-    (wanted, extras): (&ParamSet, &[(String, String)]),
-    tracked: &dyn Fn(&str) -> bool,
-) -> Result<(), BackendError> {
-    let mut sql = String::new();
-    let mut set = |name: &str, value: &str| {
-        sql.push_str(&format!(
-            "SET {} TO {};",
-            escape_identifier(name),
-            escape_literal(value)
-        ));
-    };
-    for (name, value) in wanted.iter() {
-        if tracked(name) && backend.param(name) != Some(value) {
-            set(name, value);
-        }
-    }
-    for (name, value) in extras {
-        if backend.ledger().extras().get(name) != Some(value) {
-            set(name, value);
-        }
-    }
-    let stale: Vec<String> = backend
-        .ledger()
-        .extras()
-        .iter()
-        .filter(|(n, _)| !extras.iter().any(|(e, _)| e == n))
-        .map(|(n, _)| n.to_string())
-        .collect();
-    for name in &stale {
-        sql.push_str(&format!("RESET {};", escape_identifier(name)));
-        backend.ledger().extras().remove(name);
-    }
-    if sql.is_empty() {
-        return Ok(());
-    }
-    backend.queue_queries(&[&sql])?;
-    for (name, value) in wanted.iter() {
-        if tracked(name) {
-            backend.ledger().params_mut().set(name, value);
-        }
-    }
-    for (name, value) in extras {
-        backend.ledger().extras().set(name, value);
-    }
-    Ok(())
-}

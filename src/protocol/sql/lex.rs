@@ -59,11 +59,32 @@ pub(super) fn ident_is(sql: &[u8], t: Tok, name: &[u8]) -> bool {
     }
 }
 
-/// Splits SQL into tokens, skipping whitespace and comments. Every step
-/// consumes at least one byte, and anything unterminated runs to the end.
+/// Splits SQL into tokens as PostgreSQL's scanner (src/backend/parser/scan.l)
+/// does, skipping whitespace and comments. Every step consumes at least one
+/// byte, and anything unterminated runs to the end (and is noted).
 pub(super) struct Lexer<'a> {
     pub(super) s: &'a [u8],
     pub(super) pos: usize,
+    /// standard_conforming_strings: a backslash in `'...'` is an ordinary
+    /// character; off, it escapes the next one as in `E'...'`.
+    pub(super) standard: bool,
+    /// The text ended inside a quote, a comment or a dollar quote.
+    pub(super) unterminated: bool,
+    /// Where the last token returned starts (it ends at `pos`).
+    pub(super) start: usize,
+}
+
+impl<'a> Lexer<'a> {
+    /// A lexer over `s` for a client with standard_conforming_strings `standard`.
+    pub(super) fn new(s: &'a [u8], standard: bool) -> Self {
+        Lexer {
+            s,
+            pos: 0,
+            standard,
+            unterminated: false,
+            start: 0,
+        }
+    }
 }
 
 impl Iterator for Lexer<'_> {
@@ -72,10 +93,11 @@ impl Iterator for Lexer<'_> {
     fn next(&mut self) -> Option<Tok> {
         self.skip_blanks();
         let start = self.pos;
+        self.start = start;
         let b = *self.s.get(start)?;
         self.pos += 1;
         Some(match b {
-            b'\'' => self.string(false),
+            b'\'' => self.string(!self.standard),
             b'"' => self.quoted(),
             b'$' => self.dollar(start),
             _ if is_ident_start(b) => self.word(start),
@@ -93,8 +115,9 @@ impl Lexer<'_> {
         loop {
             match self.s.get(self.pos..).unwrap_or_default() {
                 [c, ..] if is_space(*c) => self.pos += 1,
+                // A line comment ends at either newline character.
                 [b'-', b'-', ..] => {
-                    self.pos = skip_while(self.s, self.pos, |c| c != b'\n');
+                    self.pos = skip_while(self.s, self.pos, |c| c != b'\n' && c != b'\r');
                 }
                 [b'/', b'*', ..] => self.block_comment(),
                 _ => return,
@@ -121,14 +144,25 @@ impl Lexer<'_> {
                 _ => self.pos += 1,
             }
         }
+        self.unterminated = true;
     }
 
-    /// A word, or the `E'`, `U&'` and `U&"` prefixes that start quotes.
+    /// A word, or the prefixes that start quotes: `E'` (backslash escapes),
+    /// `N'` (as a plain quote), `B'` and `X'` (bit strings, which end at
+    /// the first quote), `U&'` and `U&"` (Unicode escapes, no backslashes).
     fn word(&mut self, start: usize) -> Tok {
         match self.s.get(start..).unwrap_or_default() {
             [b'e' | b'E', b'\'', ..] => {
                 self.pos = start + 2;
                 self.string(true)
+            }
+            [b'n' | b'N', b'\'', ..] => {
+                self.pos = start + 2;
+                self.string(!self.standard)
+            }
+            [b'b' | b'B' | b'x' | b'X', b'\'', ..] => {
+                self.pos = start + 2;
+                self.bit_string()
             }
             [b'u' | b'U', b'&', b'\'', ..] => {
                 self.pos = start + 3;
@@ -154,11 +188,32 @@ impl Lexer<'_> {
             match c {
                 b'\\' if backslash => i += 1,
                 b'\'' if s.get(i) == Some(&b'\'') => i += 1,
-                b'\'' => break,
+                b'\'' => {
+                    self.pos = i;
+                    return Tok::Str;
+                }
                 _ => {}
             }
         }
-        self.pos = i.min(s.len());
+        self.pos = s.len();
+        self.unterminated = true;
+        Tok::Str
+    }
+
+    /// The rest of a `B'...'` or `X'...'` literal: no escapes, and a
+    /// doubled quote is two literals, as PostgreSQL reads them.
+    fn bit_string(&mut self) -> Tok {
+        match self
+            .s
+            .get(self.pos..)
+            .and_then(|r| r.iter().position(|&c| c == b'\''))
+        {
+            Some(at) => self.pos += at + 1,
+            None => {
+                self.pos = self.s.len();
+                self.unterminated = true;
+            }
+        }
         Tok::Str
     }
 
@@ -178,6 +233,7 @@ impl Lexer<'_> {
             i += 1;
         }
         self.pos = s.len();
+        self.unterminated = true;
         Tok::Quoted(start, s.len())
     }
 
@@ -192,7 +248,10 @@ impl Lexer<'_> {
         }
         let body = tag_end + 1;
         let delim = s.get(start..body).unwrap_or_default();
-        let end = find_delim(s, body, delim).unwrap_or(s.len());
+        let end = find_delim(s, body, delim).unwrap_or_else(|| {
+            self.unterminated = true;
+            s.len()
+        });
         self.pos = (end + delim.len()).min(s.len());
         Tok::Body(body, end)
     }

@@ -6,16 +6,19 @@
 //! UTF-8 or even complete. It errs towards pinning: a needless pin costs one
 //! backend, a missed one hands a stranger our client's session.
 //!
-//! `standard_conforming_strings` is assumed on (the default since 9.1): a
-//! backslash only escapes inside `E'...'`.
+//! It lexes as PostgreSQL lexes for that client: a backslash escapes inside
+//! `'...'` only when the client's `standard_conforming_strings` is off, and
+//! when that setting may be changing (a SET of it not yet answered) the text
+//! must mean the same under both readings, or the client is pinned.
 
 mod lex;
+mod set;
 #[cfg(test)]
 mod tests;
 
-use std::borrow::Cow;
-
 use lex::*;
+pub use set::Setting;
+use set::{changes_strings, set_effects};
 
 /// Why a client must keep its backend until it disconnects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +45,12 @@ pub enum PinReason {
     SqlPrepare,
     /// `LOAD`: the library stays loaded in the backend.
     Load,
+    /// Text the pooler cannot read with certainty: it ends inside a quote
+    /// or comment, or means different things under the two readings of a
+    /// backslash while standard_conforming_strings may be changing.
+    Unreadable,
+    /// A query too large for the pooler to read whole.
+    TooLarge,
 }
 
 impl PinReason {
@@ -59,36 +68,109 @@ impl PinReason {
             PinReason::HoldCursor => "cursor WITH HOLD",
             PinReason::SqlPrepare => "SQL PREPARE",
             PinReason::Load => "LOAD of a library",
+            PinReason::Unreadable => "SQL the pooler cannot read with certainty",
+            PinReason::TooLarge => "query too large to classify",
         }
     }
 }
 
 /// What a SQL text does to state that outlives its transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SessionEffects {
     /// First reason found to pin the client (None: the text leaves no session state behind).
     pub pin: Option<PinReason>,
     /// DISCARD ALL or DEALLOCATE ALL (also `DEALLOCATE PREPARE ALL`): every prepared statement on the backend is gone.
     pub drops_prepared: bool,
+    /// A statement may change standard_conforming_strings (a SET, SET LOCAL
+    /// or RESET of it, RESET ALL, DISCARD ALL): until it is answered, how
+    /// the client's next SQL reads is not known.
+    pub changes_strings: bool,
+    /// The session settings the text changes, in order: SETs the pooler
+    /// can follow, and every RESET. (A SET it cannot follow pins instead.)
+    pub settings: Vec<Setting>,
+    /// A statement controls the transaction (BEGIN, COMMIT, ROLLBACK...):
+    /// whether the settings outlive it depends on where each one falls.
+    pub controls_transaction: bool,
+    /// A statement decides what lasts of earlier settings in a way the
+    /// pooler does not follow: SAVEPOINT, RELEASE, ROLLBACK TO, PREPARE
+    /// TRANSACTION.
+    pub savepoint: bool,
 }
 
-/// Classifies `sql`. `tracked(name)` is asked, with the parameter name lower-cased (quoted identifiers keep their case) and schema-qualified names joined with '.', whether the pooler follows that parameter itself (then a plain SET of it does not pin).
+/// How PostgreSQL reads a backslash in `'...'` for the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strings {
+    /// standard_conforming_strings on (the default): an ordinary character.
+    Standard,
+    /// off: an escape, as in `E'...'`.
+    Escaped,
+    /// Not known (a change is in flight): the text must read the same both ways.
+    Unknown,
+}
+
+impl Strings {
+    /// The reading a `standard_conforming_strings` value gives.
+    pub fn from_setting(value: Option<&str>) -> Strings {
+        match value {
+            Some(v) if v.eq_ignore_ascii_case("off") => Strings::Escaped,
+            _ => Strings::Standard,
+        }
+    }
+}
+
+/// Classifies `sql`, read as PostgreSQL reads it for a client whose
+/// backslashes read as `strings` says. `tracked(name)` is asked, with the
+/// parameter name lower-cased (quoted identifiers keep their case) and
+/// schema-qualified names joined with '.', whether the pooler follows that
+/// parameter itself (then a plain SET of it does not pin).
 ///
 /// PostgreSQL matches parameter names case-insensitively, so `SET "TimeZone"`
 /// sets `timezone`; `tracked` gets `"TimeZone"` as written and should compare
 /// case-insensitively if such a SET is not to pin.
-pub fn classify(sql: &[u8], tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
+pub fn classify(sql: &[u8], strings: Strings, tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
+    let standard = match strings {
+        Strings::Standard => true,
+        Strings::Escaped => false,
+        // Without a backslash both readings are the same text.
+        Strings::Unknown if !sql.contains(&b'\\') => true,
+        Strings::Unknown => {
+            let on = classify_as(sql, true, tracked);
+            let off = classify_as(sql, false, tracked);
+            if on == off {
+                return on;
+            }
+            return SessionEffects {
+                pin: Some(PinReason::Unreadable),
+                drops_prepared: on.drops_prepared || off.drops_prepared,
+                changes_strings: on.changes_strings || off.changes_strings,
+                settings: vec![Setting::ResetAll],
+                controls_transaction: on.controls_transaction || off.controls_transaction,
+                savepoint: on.savepoint || off.savepoint,
+            };
+        }
+    };
+    classify_as(sql, standard, tracked)
+}
+
+/// [`classify`] with standard_conforming_strings `standard`.
+fn classify_as(sql: &[u8], standard: bool, tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
     let mut fx = SessionEffects::default();
     let mut stmt = Stmt::default();
-    for tok in (Lexer { s: sql, pos: 0 }) {
+    let mut lexer = Lexer::new(sql, standard);
+    while let Some(tok) = lexer.next() {
         if tok == Tok::Punct(b';') {
             stmt.finish(sql, tracked, &mut fx);
             stmt = Stmt::default();
         } else {
-            stmt.feed(sql, tok, fx.pin.is_none());
+            stmt.feed(sql, (tok, lexer.start, lexer.pos), fx.pin.is_none());
         }
     }
     stmt.finish(sql, tracked, &mut fx);
+    if lexer.unterminated {
+        // PostgreSQL refuses such a text whole; a pin costs nothing then,
+        // and guessing wrong would cost a session.
+        fx.pin.get_or_insert(PinReason::Unreadable);
+    }
     fx
 }
 
@@ -97,7 +179,8 @@ pub fn classify(sql: &[u8], tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
 /// ROLLBACK TO, PREPARE TRANSACTION), or no statement at all; any other
 /// statement there gets 25P02.
 pub fn ends_failed_transaction(sql: &[u8]) -> bool {
-    let mut toks = (Lexer { s: sql, pos: 0 }).filter(|t| *t != Tok::Punct(b';'));
+    // The statement's first word never depends on how backslashes read.
+    let mut toks = Lexer::new(sql, true).filter(|t| *t != Tok::Punct(b';'));
     let Some(first) = toks.next() else {
         return true;
     };
@@ -247,8 +330,15 @@ const HEAD: usize = 8;
 #[derive(Default)]
 struct Stmt {
     head: [Tok; HEAD],
+    /// Where each token of `head` starts and ends in the text.
+    spans: [(usize, usize); HEAD],
     /// Tokens seen, including those past `head`.
     n: usize,
+    /// Where the last token seen ends.
+    end: usize,
+    /// The last token that cannot be part of a SET value the pooler
+    /// replays (see [`set::plain_value`]).
+    last_unplain: Option<usize>,
     watch: Watch,
     /// First pin found by a pattern that may occur anywhere.
     found: Option<PinReason>,
@@ -257,10 +347,17 @@ struct Stmt {
 }
 
 impl Stmt {
-    fn feed(&mut self, sql: &[u8], tok: Tok, want_pin: bool) {
+    fn feed(&mut self, sql: &[u8], (tok, start, end): (Tok, usize, usize), want_pin: bool) {
         if let Some(slot) = self.head.get_mut(self.n) {
             *slot = tok;
         }
+        if let Some(slot) = self.spans.get_mut(self.n) {
+            *slot = (start, end);
+        }
+        if !set::plain_value(sql, tok, (start, end)) {
+            self.last_unplain = Some(self.n);
+        }
+        self.end = end;
         self.n = self.n.saturating_add(1);
         if !want_pin || self.found.is_some() {
             return;
@@ -296,101 +393,40 @@ impl Stmt {
         let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
         fx.drops_prepared |= (kw(0, b"discard") && kw(1, b"all"))
             || (kw(0, b"deallocate") && (kw(1, b"all") || (kw(1, b"prepare") && kw(2, b"all"))));
+        fx.changes_strings |= changes_strings(sql, head);
+        let tx_words = [
+            &b"begin"[..],
+            b"start",
+            b"commit",
+            b"end",
+            b"rollback",
+            b"abort",
+            b"savepoint",
+            b"release",
+        ];
+        fx.controls_transaction |=
+            tx_words.iter().any(|k| kw(0, k)) || (kw(0, b"prepare") && kw(1, b"transaction"));
+        fx.savepoint |= kw(0, b"savepoint")
+            || kw(0, b"release")
+            || (kw(0, b"prepare") && kw(1, b"transaction"))
+            || (kw(0, b"rollback") && head.iter().skip(1).take(2).any(|&t| is_kw(sql, t, b"to")));
+        let set_pin = set_effects(sql, self, tracked, &mut fx.settings);
         if fx.pin.is_some() {
             return;
         }
         let lead = if kw(0, b"set") {
-            set_pin(sql, head, self.n, tracked)
+            set_pin
         } else if kw(0, b"listen") {
             Some(PinReason::Listen)
         } else if kw(0, b"load") {
             Some(PinReason::Load)
         } else if kw(0, b"prepare") {
             // PREPARE TRANSACTION 'gid' detaches the transaction from the session.
-            let two_phase = kw(1, b"transaction") && head.get(2) == Some(&Tok::Str);
+            let two_phase = kw(1, b"transaction") && matches!(head.get(2), Some(Tok::Str));
             (!two_phase).then_some(PinReason::SqlPrepare)
         } else {
             None
         };
         fx.pin = lead.or(self.found);
     }
-}
-
-/// A SET statement; `n` counts all its tokens, `head` holds the first few.
-fn set_pin(
-    sql: &[u8],
-    head: &[Tok],
-    n: usize,
-    tracked: &dyn Fn(&str) -> bool,
-) -> Option<PinReason> {
-    let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
-    if kw(1, b"local") || kw(1, b"transaction") || kw(1, b"constraints") {
-        return None;
-    }
-    let mut i = 1;
-    if kw(1, b"session") {
-        if kw(2, b"authorization") {
-            return Some(PinReason::SessionAuthorization);
-        }
-        if kw(2, b"characteristics") {
-            return Some(PinReason::SessionCharacteristics);
-        }
-        i = 2;
-    }
-    if kw(i, b"role") {
-        return Some(PinReason::SetRole);
-    }
-    let Some((name, value)) = set_target(sql, head, i) else {
-        return Some(PinReason::SessionSet);
-    };
-    // `SET x TO DEFAULT` is RESET under another name: harmless.
-    let resets = value + 1 == n && kw(value, b"default");
-    (!resets && !tracked(&name)).then_some(PinReason::SessionSet)
-}
-
-/// The parameter a SET names at `head[i]`, and where its value starts.
-/// None when the name is malformed or does not fit in `head`.
-fn set_target(sql: &[u8], head: &[Tok], i: usize) -> Option<(Cow<'static, str>, usize)> {
-    let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
-    const SPECIAL: [(&[u8], &[u8], &str); 4] = [
-        (b"time", b"zone", "timezone"),
-        (b"xml", b"option", "xmloption"),
-        (b"names", b"", "client_encoding"),
-        (b"schema", b"", "search_path"),
-    ];
-    for (first, second, name) in SPECIAL {
-        if kw(i, first) && second.is_empty() {
-            return Some((Cow::Borrowed(name), i + 1));
-        }
-        if kw(i, first) && kw(i + 1, second) {
-            return Some((Cow::Borrowed(name), i + 2));
-        }
-    }
-    let mut name = String::new();
-    let mut i = i;
-    loop {
-        match *head.get(i)? {
-            Tok::Word(s, e) => name.push_str(
-                &std::str::from_utf8(sql.get(s..e)?)
-                    .ok()?
-                    .to_ascii_lowercase(),
-            ),
-            Tok::Quoted(s, e) => name.push_str(
-                &std::str::from_utf8(sql.get(s..e)?)
-                    .ok()?
-                    .replace("\"\"", "\""),
-            ),
-            _ => return None,
-        }
-        i += 1;
-        if head.get(i) != Some(&Tok::Punct(b'.')) {
-            break;
-        }
-        name.push('.');
-        i += 1;
-    }
-    if kw(i, b"to") || head.get(i) == Some(&Tok::Punct(b'=')) {
-        i += 1;
-    }
-    Some((Cow::Owned(name), i))
 }

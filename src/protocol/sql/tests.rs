@@ -11,8 +11,16 @@ fn tracked(name: &str) -> bool {
     )
 }
 
+/// Why the pooler must act on `sql`: its pin, or `SessionSet` for a SET
+/// it follows (these tests ask whether a statement was seen at all; which
+/// SETs are followed is tested on its own).
 fn pin(sql: &str) -> Option<PinReason> {
-    classify(sql.as_bytes(), &tracked).pin
+    seen(classify(sql.as_bytes(), Strings::Standard, &tracked))
+}
+
+fn seen(fx: SessionEffects) -> Option<PinReason> {
+    let follows = fx.settings.iter().any(|s| matches!(s, Setting::Set { .. }));
+    fx.pin.or(follows.then_some(SessionSet))
 }
 
 fn check(cases: &[(&str, Option<PinReason>)]) {
@@ -24,7 +32,7 @@ fn check(cases: &[(&str, Option<PinReason>)]) {
 /// The names a SET asked `tracked` about.
 fn asked(sql: &str) -> Vec<String> {
     let seen = RefCell::new(Vec::new());
-    classify(sql.as_bytes(), &|n| {
+    classify(sql.as_bytes(), Strings::Standard, &|n| {
         seen.borrow_mut().push(n.to_string());
         false
     });
@@ -41,11 +49,8 @@ fn ordinary_queries_pin_nothing() {
         "",
         ";;",
     ] {
-        assert_eq!(
-            classify(q.as_bytes(), &tracked),
-            SessionEffects::default(),
-            "{q}"
-        );
+        let fx = classify(q.as_bytes(), Strings::Standard, &tracked);
+        assert_eq!((fx.pin, fx.settings), (None, vec![]), "{q}");
     }
 }
 
@@ -85,7 +90,7 @@ fn reset_and_set_to_default_do_not_pin() {
         ("SET TIME ZONE DEFAULT", None),
         ("SET work_mem TO \"default\"", Some(SessionSet)),
     ]);
-    assert!(asked("SET work_mem TO DEFAULT").is_empty());
+    assert_eq!(asked("SET work_mem TO DEFAULT"), ["work_mem"]);
 }
 
 #[test]
@@ -105,7 +110,10 @@ fn quoted_parameter_names_keep_their_case() {
     assert_eq!(asked(r#"SET "TimeZone" = 'UTC'"#), ["TimeZone"]);
     assert_eq!(pin(r#"SET "TimeZone" = 'UTC'"#), Some(SessionSet));
     let blind = |n: &str| n.eq_ignore_ascii_case("timezone");
-    assert_eq!(classify(br#"SET "TimeZone" = 'UTC'"#, &blind).pin, None);
+    assert_eq!(
+        classify(br#"SET "TimeZone" = 'UTC'"#, Strings::Standard, &blind).pin,
+        None
+    );
 }
 
 #[test]
@@ -165,7 +173,7 @@ fn temporary_objects() {
 
 #[test]
 fn discard_and_deallocate_all() {
-    let drops = |q: &str| classify(q.as_bytes(), &tracked).drops_prepared;
+    let drops = |q: &str| classify(q.as_bytes(), Strings::Standard, &tracked).drops_prepared;
     assert!(drops("DISCARD ALL") && drops("deallocate all"));
     assert!(drops("DEALLOCATE PREPARE ALL"));
     assert!(!drops("DEALLOCATE q") && !drops("DEALLOCATE \"all\"") && !drops("DISCARD PLANS"));
@@ -265,12 +273,19 @@ fn several_statements() {
         ("LISTEN a; SELECT pg_advisory_lock(1)", Some(Listen)),
         ("PREPARE p AS SELECT pg_advisory_lock($1)", Some(SqlPrepare)),
     ]);
-    let fx = classify(b"DISCARD ALL; LOAD 'x'; DEALLOCATE ALL", &tracked);
+    let fx = classify(
+        b"DISCARD ALL; LOAD 'x'; DEALLOCATE ALL",
+        Strings::Standard,
+        &tracked,
+    );
     assert_eq!(
         fx,
         SessionEffects {
             pin: Some(Load),
-            drops_prepared: true
+            drops_prepared: true,
+            settings: vec![Setting::ResetAll],
+            changes_strings: true,
+            ..SessionEffects::default()
         }
     );
 }
@@ -278,11 +293,16 @@ fn several_statements() {
 #[test]
 fn malformed_and_non_utf8_input() {
     assert_eq!(
-        classify(b"SET \xff\xfe = 1", &tracked).pin,
+        classify(b"SET \xff\xfe = 1", Strings::Standard, &tracked).pin,
         Some(SessionSet)
     );
     assert_eq!(
-        classify(b"SELECT \xc3\xa9t\xe9; LISTEN x", &tracked).pin,
+        classify(
+            b"SELECT \xc3\xa9t\xe9; LISTEN x",
+            Strings::Standard,
+            &tracked
+        )
+        .pin,
         Some(Listen)
     );
     for q in [
@@ -293,7 +313,8 @@ fn malformed_and_non_utf8_input() {
         "/* /* */",
         "E'\\",
     ] {
-        assert_eq!(pin(q), None, "{q}");
+        // PostgreSQL refuses such a text; the pooler cannot be sure of it.
+        assert_eq!(pin(q), Some(Unreadable), "{q}");
     }
     assert_eq!(pin("SELECT $$pg_advisory_lock(1)"), Some(AdvisoryLock));
 }
@@ -316,8 +337,8 @@ fn never_panics() {
     ];
     for t in tricky {
         for end in 0..=t.len() {
-            classify(&t[..end], &tracked);
-            classify(&t[end..], &tracked);
+            classify(&t[..end], Strings::Standard, &tracked);
+            classify(&t[end..], Strings::Standard, &tracked);
         }
     }
     let alphabet = b"'\"$-/*;(.=\\&eEuU_aZ0 \n\x80SETtmpLIS";
@@ -330,7 +351,7 @@ fn never_panics() {
                 _ => alphabet[(noise(&mut state) % alphabet.len() as u64) as usize],
             })
             .collect();
-        classify(&text, &tracked);
+        classify(&text, Strings::Standard, &tracked);
     }
 }
 
@@ -339,10 +360,16 @@ fn large_inputs_stay_linear() {
     let mut deep = b"/*".repeat(200_000);
     deep.extend_from_slice(&b"*/".repeat(200_000));
     deep.extend_from_slice(b"; SET ROLE x");
-    assert_eq!(classify(&deep, &tracked).pin, Some(SetRole));
+    assert_eq!(
+        classify(&deep, Strings::Standard, &tracked).pin,
+        Some(SetRole)
+    );
     let mut dollars = format!("${}$", "a".repeat(100_000)).into_bytes();
     dollars.extend_from_slice(&b"$aaaa".repeat(100_000));
-    assert_eq!(classify(&dollars, &tracked).pin, None);
+    assert_eq!(
+        classify(&dollars, Strings::Standard, &tracked).pin,
+        Some(Unreadable)
+    );
 }
 
 #[test]
@@ -368,5 +395,178 @@ fn statements_a_failed_transaction_still_runs() {
         "BEGIN",
     ] {
         assert!(!ends_failed_transaction(sql.as_bytes()), "{sql}");
+    }
+}
+
+fn pin_as(sql: &str, strings: Strings) -> Option<PinReason> {
+    seen(classify(sql.as_bytes(), strings, &tracked))
+}
+
+#[test]
+fn line_comments_end_at_either_newline() {
+    check(&[
+        ("SELECT 1 -- c\r; SET work_mem = 1", Some(SessionSet)),
+        ("SELECT 1 -- c\n; SET work_mem = 1", Some(SessionSet)),
+        ("SELECT 1 -- c; SET work_mem = 1", None),
+    ]);
+}
+
+#[test]
+fn backslashes_read_as_the_clients_standard_conforming_strings() {
+    // Off, `\'` is a quote inside the literal, which then ends early.
+    let q = r"SELECT 'x\''; SET work_mem = 1; --'";
+    assert_eq!(pin_as(q, Strings::Standard), None);
+    assert_eq!(pin_as(q, Strings::Escaped), Some(SessionSet));
+    assert_eq!(pin_as(q, Strings::Unknown), Some(Unreadable));
+    // On, `'x\'` ends at its second quote.
+    let q = r"SELECT 'x\'; SET work_mem = 1; --'";
+    assert_eq!(pin_as(q, Strings::Standard), Some(SessionSet));
+    assert_eq!(pin_as(q, Strings::Escaped), None);
+    // E'' always escapes, U&'', B'' and X'' never do; N'' is a plain quote.
+    for (q, want) in [
+        (r"SELECT E'x\'; SET work_mem = 1; --'", None),
+        (r"SELECT U&'x\'; SET work_mem = 1", Some(SessionSet)),
+        (r"SELECT B'1\'; SET work_mem = 1", Some(SessionSet)),
+        (r"SELECT x'1f\'; SET work_mem = 1", Some(SessionSet)),
+        (r"SELECT B'1''; SET work_mem = 1; --'", None),
+    ] {
+        for s in [Strings::Standard, Strings::Escaped, Strings::Unknown] {
+            assert_eq!(pin_as(q, s), want, "{q} as {s:?}");
+        }
+    }
+    let q = r"SELECT N'x\'; SET work_mem = 1; --'";
+    assert_eq!(pin_as(q, Strings::Standard), Some(SessionSet));
+    assert_eq!(pin_as(q, Strings::Escaped), None);
+    // Without a backslash the reading does not matter.
+    assert_eq!(pin_as("SELECT 'a''b'", Strings::Unknown), None);
+}
+
+#[test]
+fn nested_comments_and_tagged_dollar_quotes() {
+    check(&[
+        ("/* /* */ LOAD 'x' */ SELECT 1", None),
+        ("/* /* */ */ LOAD 'x'", Some(Load)),
+        ("/*/ LOAD 'x' */ SELECT 1", None),
+        ("SELECT $a$ $b$ ; LOAD 'x'; $b$ $a$", None),
+        ("SELECT $a$x$a$; LOAD 'x'", Some(Load)),
+        ("SELECT $a$ $A$; LOAD 'x'; $a$", None),
+        ("SELECT a$b$; LOAD 'x'", Some(Load)),
+    ]);
+}
+
+#[test]
+fn text_that_ends_inside_a_quote_or_comment_pins() {
+    for q in [
+        "SELECT 'abc",
+        "SELECT \"abc",
+        "SELECT /* abc",
+        "SELECT /* /* */",
+        "SELECT $x$ abc",
+        "SELECT E'abc\\'",
+        "SELECT B'01",
+    ] {
+        assert_eq!(pin(q), Some(Unreadable), "{q}");
+    }
+    assert_eq!(pin("SELECT 1 -- ends in a comment"), None);
+}
+
+#[test]
+fn statements_that_change_standard_conforming_strings() {
+    let changes = |q: &str| classify(q.as_bytes(), Strings::Standard, &tracked).changes_strings;
+    for q in [
+        "SET standard_conforming_strings = off",
+        "set local standard_conforming_strings to on",
+        "SET SESSION \"standard_conforming_strings\" TO DEFAULT",
+        "RESET standard_conforming_strings",
+        "RESET ALL",
+        "SELECT 1; DISCARD ALL",
+    ] {
+        assert!(changes(q), "{q}");
+    }
+    for q in [
+        "SELECT 1",
+        "SET work_mem = 1",
+        "RESET work_mem",
+        "DISCARD PLANS",
+    ] {
+        assert!(!changes(q), "{q}");
+    }
+}
+
+fn settings(sql: &str) -> (Option<PinReason>, Vec<Setting>) {
+    let fx = classify(sql.as_bytes(), Strings::Standard, &tracked);
+    (fx.pin, fx.settings)
+}
+
+fn set(name: &str, sql: &str) -> Setting {
+    Setting::Set {
+        name: name.into(),
+        sql: sql.into(),
+    }
+}
+
+#[test]
+fn plain_sets_are_followed_as_written() {
+    let reset = |n: &str| Setting::Reset { name: n.into() };
+    for (q, want) in [
+        (
+            "SET work_mem = '64MB'",
+            vec![set("work_mem", "work_mem = '64MB'")],
+        ),
+        (
+            "set session Statement_Timeout to 5000 ; SELECT 1",
+            vec![set("statement_timeout", "Statement_Timeout to 5000")],
+        ),
+        (
+            "SET my.list = a, \"B\", 'c', -1.5 /* why */",
+            vec![set("my.list", "my.list = a, \"B\", 'c', -1.5")],
+        ),
+        (
+            "SET XML OPTION DOCUMENT",
+            vec![set("xmloption", "XML OPTION DOCUMENT")],
+        ),
+        (
+            "RESET work_mem; SET lock_timeout TO DEFAULT",
+            vec![reset("work_mem"), reset("lock_timeout")],
+        ),
+        ("RESET ALL", vec![Setting::ResetAll]),
+        ("DISCARD ALL", vec![Setting::ResetAll]),
+        // Followed from the server's reports instead.
+        ("SET search_path = a; RESET search_path", vec![]),
+        ("SET LOCAL work_mem = 1", vec![]),
+    ] {
+        assert_eq!(settings(q), (None, want), "{q}");
+    }
+}
+
+#[test]
+fn sets_the_pooler_cannot_replay_pin() {
+    for q in [
+        r"SET work_mem = E'1\x4dB'",
+        "SET work_mem = '1' || 'MB'",
+        "SET work_mem FROM CURRENT",
+        "SET \"role\" = 'bob'",
+        "SET transaction_read_only = on",
+        "SET work_mem",
+    ] {
+        assert_eq!(settings(q).0, Some(SessionSet), "{q}");
+    }
+    let fx = classify(
+        b"BEGIN; SET work_mem = 1; COMMIT",
+        Strings::Standard,
+        &tracked,
+    );
+    assert!(fx.controls_transaction && !fx.settings.is_empty());
+    for q in [
+        "SAVEPOINT a",
+        "RELEASE a",
+        "ROLLBACK TO a",
+        "rollback transaction to savepoint a",
+        "PREPARE TRANSACTION 'x'",
+    ] {
+        assert!(
+            classify(q.as_bytes(), Strings::Standard, &tracked).savepoint,
+            "{q}"
+        );
     }
 }

@@ -137,7 +137,7 @@ fn error_before_the_client_sent_sync_skips_later_messages() {
                 def: None,
             }),
             Expect::Client(Reply::Execute),
-            Expect::Client(Reply::Query),
+            Expect::Client(Reply::Query { follows: false }),
             Expect::Client(Reply::Sync),
         ],
     );
@@ -314,9 +314,9 @@ fn pooler_statements_are_dropped_and_their_errors_kept() {
     push_all(
         &mut r,
         &[
-            Expect::Injected(Reply::Query),
-            Expect::Injected(Reply::Query),
-            Expect::Client(Reply::Query),
+            Expect::Injected(Reply::Query { follows: false }),
+            Expect::Injected(Reply::Query { follows: false }),
+            Expect::Client(Reply::Query { follows: false }),
         ],
     );
     let mut fixes = Vec::new();
@@ -403,9 +403,9 @@ fn random_sequences_never_panic() {
 #[test]
 fn what_passes_unaccounted_changes_nothing() {
     let heads = [
-        vec![Expect::Client(Reply::Query)],
+        vec![Expect::Client(Reply::Query { follows: false })],
         vec![Expect::Client(Reply::Execute), Expect::Client(Reply::Sync)],
-        vec![Expect::Injected(Reply::Query)],
+        vec![Expect::Injected(Reply::Query { follows: false })],
         vec![Expect::Client(Reply::Sync)],
     ];
     for head in &heads {

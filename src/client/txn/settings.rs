@@ -1,0 +1,187 @@
+//! A transaction-pooled client's session settings, and making whichever
+//! backend it gets match them. Parameters the server reports follow the
+//! client through ParameterStatus (its shown set); the others are its
+//! startup options and the SETs the pooler followed, replayed as written.
+
+use postgres_protocol::escape::escape_identifier;
+
+use crate::backend::{push_set_config, Applied, BackendError, Link, ParamSet};
+use crate::protocol::sql::Setting;
+
+/// The settings of one client that no ParameterStatus reports.
+#[derive(Debug, Default)]
+pub struct ClientSettings {
+    /// Startup options, by lower-case name, given as a startup packet gives them.
+    startup: Vec<(String, String)>,
+    /// The client's own SETs that lasted, by lower-case name: `SET <sql>`.
+    session: Vec<(String, String)>,
+}
+
+/// What one parameter should be given, borrowed from [`ClientSettings`].
+#[derive(Clone, Copy)]
+enum Want<'a> {
+    Startup(&'a str),
+    Sql(&'a str),
+}
+
+impl Want<'_> {
+    fn is(self, applied: &Applied) -> bool {
+        match (self, applied) {
+            (Want::Startup(a), Applied::Startup(b)) | (Want::Sql(a), Applied::Sql(b)) => a == b,
+            _ => false,
+        }
+    }
+
+    fn to_applied(self) -> Applied {
+        match self {
+            Want::Startup(v) => Applied::Startup(v.to_string()),
+            Want::Sql(v) => Applied::Sql(v.to_string()),
+        }
+    }
+}
+
+impl ClientSettings {
+    /// A client whose startup packet asked for `startup` (parameters the
+    /// server does not report).
+    pub fn new(startup: Vec<(String, String)>) -> Self {
+        let startup = startup
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        ClientSettings {
+            startup,
+            session: Vec::new(),
+        }
+    }
+
+    /// Records the client's SETs and RESETs that lasted. A RESET returns a
+    /// parameter to the client's startup value (or the default), as on
+    /// PostgreSQL.
+    pub fn commit(&mut self, settings: &[Setting]) {
+        for s in settings {
+            match s {
+                Setting::Set { name, sql } => {
+                    match self.session.iter_mut().find(|(k, _)| k == name) {
+                        Some((_, v)) => v.clone_from(sql),
+                        None => self.session.push((name.clone(), sql.clone())),
+                    }
+                }
+                Setting::Reset { name } => self.session.retain(|(k, _)| k != name),
+                Setting::ResetAll => self.session.clear(),
+            }
+        }
+    }
+
+    /// Every parameter the client wants given, and how.
+    fn wanted(&self) -> impl Iterator<Item = (&str, Want<'_>)> {
+        let session = self.session.iter().map(|(k, v)| (k.as_str(), Want::Sql(v)));
+        let startup = self
+            .startup
+            .iter()
+            .filter(|(k, _)| !self.session.iter().any(|(s, _)| s == k))
+            .map(|(k, v)| (k.as_str(), Want::Startup(v)));
+        startup.chain(session)
+    }
+
+    fn wants(&self, name: &str) -> bool {
+        self.wanted().any(|(k, _)| k == name)
+    }
+}
+
+/// Makes `backend` look like the client's own session: SETs the reported
+/// parameters it follows where the backend's values differ (`tracked` says
+/// which), gives it the client's other settings, and resets what another
+/// client left. The statements are queued to go out with the client's first
+/// message; every value was accepted by PostgreSQL before, so none fails.
+pub fn sync(
+    backend: &mut Link,
+    (shown, settings): (&ParamSet, &ClientSettings),
+    tracked: &dyn Fn(&str) -> bool,
+) -> Result<(), BackendError> {
+    let mut sql = String::new();
+    for (name, value) in shown.iter() {
+        if tracked(name) && backend.param(name) != Some(value) {
+            push_set_config(&mut sql, name, value);
+        }
+    }
+    let reported = sql.len();
+    let applied = backend.ledger().applied();
+    for (name, want) in settings.wanted() {
+        if applied.get(name).is_some_and(|a| want.is(a)) {
+            continue;
+        }
+        match want {
+            Want::Startup(v) => push_set_config(&mut sql, name, v),
+            Want::Sql(s) => {
+                sql.push_str("SET ");
+                sql.push_str(s);
+                sql.push(';');
+            }
+        }
+    }
+    for name in applied.names().filter(|n| !settings.wants(n)) {
+        sql.push_str("RESET ");
+        sql.push_str(&escape_identifier(name));
+        sql.push(';');
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    let others = sql.len() > reported;
+    backend.queue_queries(&[&sql])?;
+    for (name, value) in shown.iter() {
+        if tracked(name) {
+            backend.ledger().params_mut().set(name, value);
+        }
+    }
+    if others {
+        let applied = backend.ledger().applied();
+        applied.clear();
+        for (name, want) in settings.wanted() {
+            applied.set(name, want.to_applied());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reset_brings_back_the_startup_value() {
+        let mut c = ClientSettings::new(vec![("Work_Mem".into(), "8MB".into())]);
+        let wanted = |c: &ClientSettings| {
+            c.wanted()
+                .map(|(k, w)| (k.to_string(), w.to_applied()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            wanted(&c),
+            vec![("work_mem".into(), Applied::Startup("8MB".into()))]
+        );
+        c.commit(&[Setting::Set {
+            name: "work_mem".into(),
+            sql: "work_mem = '16MB'".into(),
+        }]);
+        assert_eq!(
+            wanted(&c),
+            vec![("work_mem".into(), Applied::Sql("work_mem = '16MB'".into()))]
+        );
+        c.commit(&[Setting::Reset {
+            name: "work_mem".into(),
+        }]);
+        assert_eq!(
+            wanted(&c),
+            vec![("work_mem".into(), Applied::Startup("8MB".into()))]
+        );
+        c.commit(&[
+            Setting::Set {
+                name: "search_path".into(),
+                sql: "search_path = a".into(),
+            },
+            Setting::ResetAll,
+        ]);
+        assert_eq!(wanted(&c).len(), 1);
+    }
+}
