@@ -208,6 +208,18 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         true,
     );
     add(
+        "pool.prepared_statement_bytes",
+        count(p.prepared_statement_bytes),
+        "268435456",
+        true,
+    );
+    add(
+        "pool.prepared_statement_bytes_per_client",
+        count(p.prepared_statement_bytes_per_client),
+        "4194304",
+        true,
+    );
+    add(
         "pool.track_parameters",
         p.track_parameters.join(", "),
         "",

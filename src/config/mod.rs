@@ -285,6 +285,13 @@ pub struct PoolConfig {
     /// Protocol-level prepared statements kept per backend in transaction
     /// and statement mode; 0 = the pooler does not manage them. Default 200.
     pub max_prepared_statements: usize,
+    /// Bytes of prepared-statement definitions the pooler keeps for all
+    /// clients together (shared ones count once). Default 256 MiB.
+    pub prepared_statement_bytes: usize,
+    /// Bytes of prepared-statement names and definitions one client may
+    /// hold: past it a Parse gets 53200. Default 4 MiB (10 000 clients
+    /// with distinct statements stay within the pooler-wide budget).
+    pub prepared_statement_bytes_per_client: usize,
     /// Startup parameters followed per client in transaction mode besides
     /// the built-in [`TRACKED_PARAMETERS`]; lower-cased. Default empty.
     pub track_parameters: Vec<String>,

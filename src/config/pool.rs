@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use super::raw::{key_part, RawDatabase, RawPool, RawUser};
-use super::validate::{at_least_one, duration, duration_or_zero, non_negative, parse_named};
+use super::validate::{
+    at_least_one, byte_size, duration, duration_or_zero, non_negative, parse_named,
+};
 use super::{Config, ConfigError, ConnInfo, DatabaseConfig, PoolConfig, PoolMode, UserConfig};
 
 /// Startup parameters that follow each client in transaction mode whatever
@@ -150,6 +152,16 @@ pub(super) fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
             "pool.max_prepared_statements",
             raw.max_prepared_statements,
             200,
+        )?,
+        prepared_statement_bytes: byte_size(
+            "pool.prepared_statement_bytes",
+            raw.prepared_statement_bytes,
+            256 << 20,
+        )?,
+        prepared_statement_bytes_per_client: byte_size(
+            "pool.prepared_statement_bytes_per_client",
+            raw.prepared_statement_bytes_per_client,
+            4 << 20,
         )?,
         track_parameters: track_parameters(raw.track_parameters.unwrap_or_default())?,
     })

@@ -87,6 +87,8 @@ pub(super) struct RawPool {
     pub idle_transaction_timeout: Option<String>,
     pub server_drain_timeout: Option<String>,
     pub max_prepared_statements: Option<i64>,
+    pub prepared_statement_bytes: Option<String>,
+    pub prepared_statement_bytes_per_client: Option<String>,
     pub track_parameters: Option<Vec<String>>,
 }
 

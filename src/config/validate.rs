@@ -316,6 +316,33 @@ pub(super) fn non_negative(
     }
 }
 
+/// A size (`"256MiB"`, `"4 MB"`, `"65536"`: bytes), greater than zero.
+pub(super) fn byte_size(
+    key: &str,
+    value: Option<String>,
+    default: u64,
+) -> Result<usize, ConfigError> {
+    let bytes = match value {
+        None => default,
+        Some(text) => text
+            .parse::<bytesize::ByteSize>()
+            .map_err(|e| {
+                ConfigError::invalid(
+                    key,
+                    format!(
+                        "invalid size {text:?}: {e} (write e.g. \"256MiB\", \"4MB\", \"65536\")"
+                    ),
+                )
+            })?
+            .as_u64(),
+    };
+    match usize::try_from(bytes) {
+        Ok(0) => Err(ConfigError::invalid(key, "must be greater than zero")),
+        Ok(n) => Ok(n),
+        Err(_) => Err(ConfigError::invalid(key, "too large")),
+    }
+}
+
 /// A humantime duration string (`"15s"`, `"500ms"`, `"2m"`), greater than zero.
 pub(super) fn duration(
     key: &str,

@@ -136,6 +136,8 @@ pub fn check(data: &[u8]) -> Result<(), Failure> {
     let mut rw = Rewriter {
         registry: &registry,
         manage,
+        budget: 1 << 20,
+        client_budget: 1 << 16,
         tracked: &tracked,
     };
     let mut ledger = Ledger::new(3);

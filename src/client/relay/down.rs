@@ -21,6 +21,9 @@ pub(super) struct Down<'s, 'b> {
     pub(super) progress: &'s Progress,
     pub(super) release_at_idle: bool,
     pub(super) statement: bool,
+    /// The up direction may queue replies of the pooler's own (it rewrites):
+    /// wait for those as well as for the server.
+    pub(super) answers: bool,
 }
 
 /// What one pass over the buffered server bytes found.
@@ -80,16 +83,22 @@ impl Down<'_, '_> {
                 }
                 continue;
             }
-            tokio::select! {
-                r = fill(br, buf) => {
-                    if let Err(e) = r {
-                        if fatal {
-                            return TxnEnd::Ended(RelayEnd::BackendFatal);
-                        }
-                        return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
+            let read = if self.answers {
+                tokio::select! {
+                    r = fill(br, buf) => r,
+                    _ = &mut due => {
+                        due.set(self.flags.due.notified());
+                        continue;
                     }
                 }
-                _ = &mut due => due.set(self.flags.due.notified()),
+            } else {
+                fill(br, buf).await
+            };
+            if let Err(e) = read {
+                if fatal {
+                    return TxnEnd::Ended(RelayEnd::BackendFatal);
+                }
+                return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
             }
         }
     }

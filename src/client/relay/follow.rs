@@ -67,6 +67,10 @@ impl Follow {
     /// transaction open, what the last one changed has lasted or not.
     /// `quiet`: nothing else is owed, so no savepoint is in flight either.
     pub fn ready(&mut self, in_transaction: bool, aborted: bool, quiet: bool) {
+        // The common case, once per ReadyForQuery: nothing followed.
+        if self.open.is_empty() && !self.void && !self.savepoint && !aborted {
+            return;
+        }
         if aborted {
             self.void = true;
         }

@@ -241,6 +241,7 @@ pub async fn relay(
         client_params,
         ..
     } = mode;
+    let answers = rewriter.is_some();
     let end = {
         let up = Up {
             shared: &shared,
@@ -257,6 +258,7 @@ pub async fn relay(
             progress: &progress,
             release_at_idle,
             statement,
+            answers,
         }
         .run(
             &mut br,

@@ -67,6 +67,8 @@ pub(super) async fn serve(
     let mut rewriter = Rewriter {
         registry: &pooler.statements,
         manage: config.pool.max_prepared_statements > 0,
+        budget: config.pool.prepared_statement_bytes,
+        client_budget: config.pool.prepared_statement_bytes_per_client,
         tracked: &tracked,
     };
     let idle_tx_timeout = Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero());

@@ -5,55 +5,106 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use bytes::Bytes;
 
-/// Distinct statement texts remembered before the map starts over; ids are
-/// never reused, so starting over only costs backends a re-Parse.
-const REGISTRY_LIMIT: usize = 100_000;
+use crate::protocol::PgError;
 
-/// One statement as the client defined it.
+/// One statement as the client defined it, shared by every client that
+/// defined the same one; freed (and its registry entry with it) when the
+/// last client that holds it closes it or leaves.
 #[derive(Debug)]
 pub struct Statement {
     /// Pooler-wide id; the backend name is `PGHARBOR_<id>`.
     pub id: u64,
     /// The Parse body after the statement name: query text and parameter types.
     pub definition: Bytes,
+    registry: Weak<Mutex<Entries>>,
 }
 
-/// Pooler-wide map from statement definition to id.
-#[derive(Default)]
-pub struct StatementRegistry {
-    ids: Mutex<HashMap<Bytes, Arc<Statement>>>,
-    next: AtomicU64,
-}
-
-impl StatementRegistry {
-    /// The statement for `definition`, registering it if new.
-    pub fn intern(&self, definition: &[u8]) -> Arc<Statement> {
-        let mut ids = match self.ids.lock() {
+impl Drop for Statement {
+    fn drop(&mut self) {
+        let Some(reg) = self.registry.upgrade() else {
+            return;
+        };
+        let mut e = match reg.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if let Some(s) = ids.get(definition) {
-            return s.clone();
+        // The entry may already stand for a newer statement of the same text.
+        if e.ids
+            .get(&self.definition)
+            .is_some_and(|w| w.strong_count() == 0)
+        {
+            e.ids.remove(&self.definition);
+            e.bytes -= self.definition.len();
         }
-        if ids.len() >= REGISTRY_LIMIT {
-            ids.clear();
+    }
+}
+
+/// The registry's map, and the bytes of definitions it holds.
+#[derive(Default)]
+struct Entries {
+    ids: HashMap<Bytes, Weak<Statement>>,
+    bytes: usize,
+}
+
+/// Pooler-wide map from statement definition to statement.
+#[derive(Default)]
+pub struct StatementRegistry {
+    entries: Arc<Mutex<Entries>>,
+    next: AtomicU64,
+}
+
+/// SQLSTATE 53200, out_of_memory: a prepared-statement budget is spent.
+const OUT_OF_MEMORY: &str = "53200";
+
+impl StatementRegistry {
+    /// The statement for `definition`, registering it if new, within
+    /// `budget` bytes of definitions for the whole pooler.
+    pub fn intern(&self, definition: &[u8], budget: usize) -> Result<Arc<Statement>, PgError> {
+        let mut e = match self.entries.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(s) = e.ids.get(definition).and_then(Weak::upgrade) {
+            return Ok(s);
+        }
+        if let Some(old) = e.ids.remove(definition) {
+            // Its statement is being dropped right now; its Drop finds no entry.
+            drop(old);
+            e.bytes -= definition.len();
+        }
+        if e.bytes + definition.len() > budget {
+            return Err(PgError::error(
+                OUT_OF_MEMORY,
+                format!(
+                    "out of memory for prepared statements: the pooler's statements use {} bytes, \
+                     pool.prepared_statement_bytes is {budget}",
+                    e.bytes
+                ),
+            ));
         }
         let definition = Bytes::copy_from_slice(definition);
         let s = Arc::new(Statement {
             id: self.next.fetch_add(1, Ordering::Relaxed) + 1,
             definition: definition.clone(),
+            registry: Arc::downgrade(&self.entries),
         });
-        ids.insert(definition, s.clone());
-        s
+        e.bytes += definition.len();
+        e.ids.insert(definition, Arc::downgrade(&s));
+        Ok(s)
     }
 
     /// Distinct statements known now.
     pub fn len(&self) -> usize {
-        self.ids.lock().map(|g| g.len()).unwrap_or(0)
+        self.entries.lock().map(|g| g.ids.len()).unwrap_or(0)
+    }
+
+    /// Bytes of statement definitions held now.
+    pub fn bytes(&self) -> usize {
+        self.entries.lock().map(|g| g.bytes).unwrap_or(0)
     }
 
     /// True when no statement is known.
@@ -83,6 +134,8 @@ pub struct ClientStatements {
     unnamed_kept: bool,
     /// Unnamed Parses so far: which definition a backend holds.
     unnamed_gen: u64,
+    /// Bytes of the names and definitions in `by_name`.
+    bytes: usize,
 }
 
 /// A name the client defined: the pooler statement, and which definition
@@ -104,11 +157,28 @@ impl ClientStatements {
         self.by_name.get(name).map(|n| (&n.stmt, n.serial))
     }
 
+    /// The error a Parse of `name` as `definition` gets when it would take
+    /// the client's statements past `budget` bytes.
+    pub fn over_budget(&self, name: &[u8], definition: &[u8], budget: usize) -> Option<PgError> {
+        let after = self.bytes + name.len() + definition.len();
+        (after > budget).then(|| {
+            PgError::error(
+                OUT_OF_MEMORY,
+                format!(
+                    "out of memory for prepared statements: this client's statements use {} bytes, \
+                     pool.prepared_statement_bytes_per_client is {budget}",
+                    self.bytes
+                ),
+            )
+        })
+    }
+
     /// Defines `name`; false if the client already has a statement by that name.
     pub fn define(&mut self, name: &[u8], s: Arc<Statement>) -> bool {
         if self.by_name.contains_key(name) {
             return false;
         }
+        self.bytes += name.len() + s.definition.len();
         if self.names.len() > self.by_name.len() + 256 {
             let live = &self.by_name;
             self.names
@@ -123,7 +193,13 @@ impl ClientStatements {
 
     /// Forgets `name` (the client closed it).
     pub fn close(&mut self, name: &[u8]) -> bool {
-        self.by_name.remove(name).is_some()
+        match self.by_name.remove(name) {
+            Some(n) => {
+                self.bytes -= name.len() + n.stmt.definition.len();
+                true
+            }
+            None => false,
+        }
     }
 
     /// The pooler statement and the client's name of definition `serial`
@@ -177,6 +253,7 @@ impl ClientStatements {
     /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).
     pub fn clear(&mut self) {
         self.by_name.clear();
+        self.bytes = 0;
     }
 }
 
@@ -187,9 +264,9 @@ mod tests {
     #[test]
     fn same_definition_same_id_across_clients() {
         let r = StatementRegistry::default();
-        let a = r.intern(b"SELECT 1\0\0\0");
-        let b = r.intern(b"SELECT 1\0\0\0");
-        let c = r.intern(b"SELECT 2\0\0\0");
+        let a = r.intern(b"SELECT 1\0\0\0", 100).unwrap();
+        let b = r.intern(b"SELECT 1\0\0\0", 100).unwrap();
+        let c = r.intern(b"SELECT 2\0\0\0", 100).unwrap();
         assert_eq!(a.id, b.id);
         assert_ne!(a.id, c.id);
         let mut mine = ClientStatements::default();
@@ -198,5 +275,30 @@ mod tests {
         assert_eq!(mine.get(b"s1").map(|s| s.id), Some(a.id));
         assert!(mine.close(b"s1"));
         assert!(!mine.close(b"s1"));
+    }
+
+    #[test]
+    fn entries_are_freed_with_their_last_user_and_budgets_hold() {
+        let r = StatementRegistry::default();
+        let a = r.intern(b"SELECT 1\0\0\0", 30).unwrap();
+        let b = r.intern(b"SELECT 22\0\0\0", 30).unwrap();
+        assert_eq!((r.len(), r.bytes()), (2, 23));
+        let e = r.intern(b"SELECT 333\0\0\0", 30).unwrap_err();
+        assert_eq!(e.code, "53200");
+        let a2 = r.intern(b"SELECT 1\0\0\0", 30).unwrap();
+        assert_eq!(a2.id, a.id, "a known statement costs nothing");
+        drop((a, a2));
+        assert_eq!((r.len(), r.bytes()), (1, 12));
+        let c = r.intern(b"SELECT 333\0\0\0", 30).unwrap();
+        drop((b, c));
+        assert!(r.is_empty() && r.bytes() == 0);
+
+        let mut mine = ClientStatements::default();
+        let s = r.intern(b"SELECT 1\0\0\0", 1000).unwrap();
+        assert!(mine.over_budget(b"s1", &s.definition, 13).is_none());
+        assert!(mine.define(b"s1", s.clone()));
+        assert!(mine.over_budget(b"s2", &s.definition, 13).is_some());
+        mine.close(b"s1");
+        assert!(mine.over_budget(b"s2", &s.definition, 13).is_none());
     }
 }

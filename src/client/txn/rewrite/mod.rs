@@ -64,6 +64,10 @@ pub struct Rewriter<'a> {
     pub registry: &'a StatementRegistry,
     /// False when `max_prepared_statements` is 0: names pass untouched and pin.
     pub manage: bool,
+    /// `pool.prepared_statement_bytes`: the pooler-wide budget.
+    pub budget: usize,
+    /// `pool.prepared_statement_bytes_per_client`.
+    pub client_budget: usize,
     /// Parameters the pooler follows itself (lower-case names).
     pub tracked: &'a (dyn Fn(&str) -> bool + Sync),
 }

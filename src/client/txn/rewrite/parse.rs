@@ -47,7 +47,19 @@ impl Rewriter<'_> {
             }));
             return Ok(Outcome::Forward);
         }
-        let stmt = self.registry.intern(definition);
+        if shared.statements.get(name).is_some() {
+            return self.duplicate(name, shared);
+        }
+        if let Some(e) = shared
+            .statements
+            .over_budget(name, definition, self.client_budget)
+        {
+            return Ok(self.owe_error(e, shared));
+        }
+        let stmt = match self.registry.intern(definition, self.budget) {
+            Ok(s) => s,
+            Err(e) => return Ok(self.owe_error(e, shared)),
+        };
         if !shared.statements.define(name, stmt.clone()) {
             // As PostgreSQL: ERROR 42P05, then everything up to Sync is skipped.
             return self.duplicate(name, shared);

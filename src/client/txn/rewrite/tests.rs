@@ -22,6 +22,8 @@ fn run_parts(msgs: &[(&[u8], bool)]) -> (Vec<Result<Outcome, Violation>>, Vec<u8
     let mut rw = Rewriter {
         registry: &registry,
         manage: true,
+        budget: 1 << 30,
+        client_budget: 1 << 30,
         tracked: &tracked,
     };
     let mut ledger = crate::backend::Ledger::new(4);
