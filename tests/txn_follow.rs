@@ -132,7 +132,10 @@ fn followed_sets_behave_as_on_a_direct_connection_and_never_reach_another_client
         );
         // After A left, a new client sees only defaults on every backend.
         for _ in 0..size {
-            assert_eq!(login(&ep).query(PROBE).scalar().as_deref(), Some(default.as_str()));
+            assert_eq!(
+                login(&ep).query(PROBE).scalar().as_deref(),
+                Some(default.as_str())
+            );
         }
     }
 }

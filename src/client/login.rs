@@ -169,10 +169,14 @@ pub(super) async fn attach(
             }
         },
     };
+    // What ParameterStatus does not follow (a parameter the server does not
+    // report, or reports but the pool does not track, as search_path on
+    // PostgreSQL 18) the client's settings carry.
     let extras: Vec<(String, String)> = if pooled_per_transaction {
+        let config = pooler.config();
         wanted
             .into_iter()
-            .filter(|(name, _)| shown.get_ci(name).is_none())
+            .filter(|(name, _)| shown.get_ci(name).is_none() || !config.pool.is_tracked(name))
             .collect()
     } else {
         Vec::new()

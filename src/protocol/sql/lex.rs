@@ -72,6 +72,8 @@ pub(super) struct Lexer<'a> {
     pub(super) unterminated: bool,
     /// Where the last token returned starts (it ends at `pos`).
     pub(super) start: usize,
+    /// A `U&"..."` identifier was read: its escapes are not decoded.
+    pub(super) escaped_ident: bool,
 }
 
 impl<'a> Lexer<'a> {
@@ -83,6 +85,7 @@ impl<'a> Lexer<'a> {
             standard,
             unterminated: false,
             start: 0,
+            escaped_ident: false,
         }
     }
 }
@@ -170,6 +173,7 @@ impl Lexer<'_> {
             }
             [b'u' | b'U', b'&', b'"', ..] => {
                 self.pos = start + 3;
+                self.escaped_ident = true;
                 self.quoted()
             }
             _ => {
@@ -188,10 +192,14 @@ impl Lexer<'_> {
             match c {
                 b'\\' if backslash => i += 1,
                 b'\'' if s.get(i) == Some(&b'\'') => i += 1,
-                b'\'' => {
-                    self.pos = i;
-                    return Tok::Str;
-                }
+                b'\'' => match continuation(s, i) {
+                    // `'a'\n'b'` is one literal, read the same way throughout.
+                    Some(next) => i = next,
+                    None => {
+                        self.pos = i;
+                        return Tok::Str;
+                    }
+                },
                 _ => {}
             }
         }
@@ -203,18 +211,21 @@ impl Lexer<'_> {
     /// The rest of a `B'...'` or `X'...'` literal: no escapes, and a
     /// doubled quote is two literals, as PostgreSQL reads them.
     fn bit_string(&mut self) -> Tok {
-        match self
-            .s
-            .get(self.pos..)
-            .and_then(|r| r.iter().position(|&c| c == b'\''))
-        {
-            Some(at) => self.pos += at + 1,
-            None => {
-                self.pos = self.s.len();
-                self.unterminated = true;
+        loop {
+            let rest = self.s.get(self.pos..).unwrap_or_default();
+            match rest.iter().position(|&c| c == b'\'') {
+                Some(at) => self.pos += at + 1,
+                None => {
+                    self.pos = self.s.len();
+                    self.unterminated = true;
+                    return Tok::Str;
+                }
+            }
+            match continuation(self.s, self.pos) {
+                Some(next) => self.pos = next,
+                None => return Tok::Str,
             }
         }
-        Tok::Str
     }
 
     /// The rest of a quoted identifier after its opening quote.
@@ -254,6 +265,25 @@ impl Lexer<'_> {
         });
         self.pos = (end + delim.len()).min(s.len());
         Tok::Body(body, end)
+    }
+}
+
+/// After a literal's closing quote at `i - 1`: where its continuation's
+/// contents start, when whitespace with a newline (line comments allowed)
+/// and another quote follow, as PostgreSQL's quotecontinue reads them.
+fn continuation(s: &[u8], mut i: usize) -> Option<usize> {
+    let mut newline = false;
+    loop {
+        match s.get(i..)? {
+            [b' ' | b'\t' | 0x0b | 0x0c, ..] => i += 1,
+            [b'\n' | b'\r', ..] => {
+                newline = true;
+                i += 1;
+            }
+            [b'-', b'-', ..] => i = skip_while(s, i, |c| c != b'\n' && c != b'\r'),
+            [b'\'', ..] if newline => return Some(i + 1),
+            _ => return None,
+        }
     }
 }
 

@@ -15,10 +15,12 @@ mod lex;
 mod set;
 #[cfg(test)]
 mod tests;
+mod watch;
 
 use lex::*;
 pub use set::Setting;
 use set::{changes_strings, set_effects};
+use watch::{scan_body, Watch};
 
 /// Why a client must keep its backend until it disconnects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,9 +168,10 @@ fn classify_as(sql: &[u8], standard: bool, tracked: &dyn Fn(&str) -> bool) -> Se
         }
     }
     stmt.finish(sql, tracked, &mut fx);
-    if lexer.unterminated {
-        // PostgreSQL refuses such a text whole; a pin costs nothing then,
-        // and guessing wrong would cost a session.
+    if lexer.unterminated || lexer.escaped_ident {
+        // PostgreSQL refuses an unterminated text whole, so a pin costs
+        // nothing then; a U&"..." name may spell any name the pooler looks
+        // for. Guessing wrong would cost a session.
         fx.pin.get_or_insert(PinReason::Unreadable);
     }
     fx
@@ -194,135 +197,6 @@ pub fn ends_failed_transaction(sql: &[u8]) -> bool {
     kw(first, b"PREPARE") && toks.next().is_some_and(|t| kw(t, b"TRANSACTION"))
 }
 
-/// Scans a dollar-quoted body as flat words, ignoring quotes and comments on
-/// purpose: dynamic SQL in `EXECUTE '...'` runs too, and a false hit only pins.
-fn scan_body(sql: &[u8], start: usize, end: usize) -> Option<PinReason> {
-    let body = sql.get(..end)?;
-    let mut watch = Watch {
-        in_body: true,
-        ..Watch::default()
-    };
-    let mut i = start;
-    while let Some(&c) = body.get(i) {
-        let from = i;
-        i += 1;
-        let tok = if is_tag_char(c) {
-            i = skip_while(body, i, is_tag_char);
-            if c.is_ascii_digit() {
-                Tok::Other
-            } else {
-                Tok::Word(from, i)
-            }
-        } else if is_space(c) {
-            continue;
-        } else {
-            Tok::Punct(c)
-        };
-        if let Some(pin) = watch.feed(sql, tok) {
-            return Some(pin);
-        }
-    }
-    None
-}
-
-/// Patterns that pin wherever they occur in a statement (or a body).
-#[derive(Default)]
-struct Watch {
-    /// Inside a dollar-quoted body: also look for LISTEN and SET statements.
-    in_body: bool,
-    prev: Tok,
-    prev2: Tok,
-    /// Just after `CREATE [OR REPLACE] [GLOBAL|LOCAL]`, where TEMP may come.
-    after_create: bool,
-    /// Just after a SET that starts a statement inside a body.
-    after_set: bool,
-}
-
-impl Watch {
-    fn feed(&mut self, sql: &[u8], tok: Tok) -> Option<PinReason> {
-        // Before word_pin, which may arm it for the next token.
-        let set = self.body_set_pin(sql, tok);
-        let pin = match tok {
-            Tok::Punct(b'(') => call_pin(sql, self.prev),
-            Tok::Word(..) => self.word_pin(sql, tok),
-            Tok::Quoted(..) if ident_is(sql, tok, b"pg_temp") => Some(PinReason::TempObject),
-            _ => None,
-        };
-        let pin = set.or(pin);
-        let create_mod = [&b"or"[..], b"replace", b"global", b"local"];
-        self.after_create = is_kw(sql, tok, b"create")
-            || (self.after_create && create_mod.iter().any(|k| is_kw(sql, tok, k)));
-        self.prev2 = self.prev;
-        self.prev = tok;
-        pin
-    }
-
-    fn word_pin(&mut self, sql: &[u8], tok: Tok) -> Option<PinReason> {
-        let kw = |k: &[u8]| is_kw(sql, tok, k);
-        // pg_temp also catches `SET search_path = pg_temp`, after which a plain
-        // CREATE TABLE makes a temporary table.
-        if kw(b"pg_temp") {
-            return Some(PinReason::TempObject);
-        }
-        if kw(b"temp") || kw(b"temporary") {
-            let into = is_kw(sql, self.prev, b"into")
-                && !is_kw(sql, self.prev2, b"insert")
-                && !is_kw(sql, self.prev2, b"merge");
-            if self.after_create || into {
-                return Some(PinReason::TempObject);
-            }
-        }
-        if self.in_body && kw(b"listen") {
-            return Some(PinReason::Listen);
-        }
-        if self.in_body && kw(b"set") && self.at_statement_start(sql) {
-            self.after_set = true;
-        }
-        None
-    }
-
-    /// A guess, for bodies only: after `;`, a quote (dynamic SQL), a `$` or a
-    /// block keyword. `UPDATE t SET` follows a name, so it does not count.
-    fn at_statement_start(&self, sql: &[u8]) -> bool {
-        let block = [&b"begin"[..], b"then", b"else", b"loop"];
-        match self.prev {
-            Tok::Other | Tok::Punct(b';' | b'\'' | b'$') => true,
-            prev => block.iter().any(|k| is_kw(sql, prev, k)),
-        }
-    }
-
-    fn body_set_pin(&mut self, sql: &[u8], tok: Tok) -> Option<PinReason> {
-        if !std::mem::take(&mut self.after_set) {
-            return None;
-        }
-        let local = [&b"local"[..], b"transaction", b"constraints"];
-        if local.iter().any(|k| is_kw(sql, tok, k)) {
-            None
-        } else if is_kw(sql, tok, b"role") {
-            Some(PinReason::SetRole)
-        } else {
-            Some(PinReason::SessionSet)
-        }
-    }
-}
-
-/// A call of a function that can change session state; any schema counts.
-fn call_pin(sql: &[u8], name: Tok) -> Option<PinReason> {
-    const LOCKS: [&[u8]; 4] = [
-        b"pg_advisory_lock",
-        b"pg_advisory_lock_shared",
-        b"pg_try_advisory_lock",
-        b"pg_try_advisory_lock_shared",
-    ];
-    if LOCKS.iter().any(|n| ident_is(sql, name, n)) {
-        Some(PinReason::AdvisoryLock)
-    } else if ident_is(sql, name, b"set_config") {
-        Some(PinReason::SetConfig)
-    } else {
-        None
-    }
-}
-
 /// Enough leading tokens for the longest form we read: `SET SESSION "a"."b" = DEFAULT`.
 const HEAD: usize = 8;
 
@@ -344,6 +218,8 @@ struct Stmt {
     found: Option<PinReason>,
     /// In a DECLARE before its FOR, where WITH HOLD may come.
     declare_open: bool,
+    /// A body in the statement may deallocate prepared statements.
+    deallocates: bool,
 }
 
 impl Stmt {
@@ -367,10 +243,14 @@ impl Stmt {
         }
         let cursor = self.cursor_pin(sql, tok);
         let anywhere = self.watch.feed(sql, tok);
-        let body = match tok {
+        // The body of a DO or CREATE FUNCTION may be a plain string too.
+        let routine = matches!(self.head[0], t if is_kw(sql, t, b"do") || is_kw(sql, t, b"create"));
+        let (body, deallocates) = match tok {
             Tok::Body(s, e) => scan_body(sql, s, e),
-            _ => None,
+            Tok::Str if routine => scan_body(sql, start, end),
+            _ => (None, false),
         };
+        self.deallocates |= deallocates;
         self.found = cursor.or(anywhere).or(body);
     }
 
@@ -391,8 +271,19 @@ impl Stmt {
     fn finish(&self, sql: &[u8], tracked: &dyn Fn(&str) -> bool, fx: &mut SessionEffects) {
         let head = &self.head[..self.n.min(HEAD)];
         let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
+        // DEALLOCATE of a name in the pooler's namespace drops one of its
+        // statements: the pooler forgets them all on this backend.
+        let name_at = if kw(1, b"prepare") { 2 } else { 1 };
+        let ours = head
+            .get(name_at)
+            .and_then(|&t| match t {
+                Tok::Word(s, e) | Tok::Quoted(s, e) => sql.get(s..e),
+                _ => None,
+            })
+            .is_some_and(|n| n.len() >= 9 && n[..9].eq_ignore_ascii_case(b"pgharbor_"));
         fx.drops_prepared |= (kw(0, b"discard") && kw(1, b"all"))
-            || (kw(0, b"deallocate") && (kw(1, b"all") || (kw(1, b"prepare") && kw(2, b"all"))));
+            || (kw(0, b"deallocate") && (kw(name_at, b"all") || ours))
+            || self.deallocates;
         fx.changes_strings |= changes_strings(sql, head);
         let tx_words = [
             &b"begin"[..],

@@ -60,7 +60,12 @@ pub(super) fn set_effects(
     settings: &mut Vec<Setting>,
 ) -> Option<PinReason> {
     let head = &stmt.head[..stmt.n.min(HEAD)];
-    let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
+    // A keyword, unless it starts a qualified name (`SET local.foo = 1`
+    // sets a custom parameter).
+    let kw = |i: usize, k: &[u8]| {
+        head.get(i).is_some_and(|&t| is_kw(sql, t, k))
+            && (i == 0 || head.get(i + 1) != Some(&Tok::Punct(b'.')))
+    };
     if (kw(0, b"reset") || kw(0, b"discard")) && kw(1, b"all") {
         settings.push(Setting::ResetAll);
         return None;
@@ -144,6 +149,7 @@ pub(super) fn changes_strings(sql: &[u8], head: &[Tok]) -> bool {
 /// None when the name is malformed or does not fit in `head`.
 fn set_target(sql: &[u8], head: &[Tok], i: usize) -> Option<(Cow<'static, str>, usize)> {
     let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
+    let starts_name = |i: usize| head.get(i + 1) == Some(&Tok::Punct(b'.'));
     const SPECIAL: [(&[u8], &[u8], &str); 4] = [
         (b"time", b"zone", "timezone"),
         (b"xml", b"option", "xmloption"),
@@ -151,6 +157,9 @@ fn set_target(sql: &[u8], head: &[Tok], i: usize) -> Option<(Cow<'static, str>, 
         (b"schema", b"", "search_path"),
     ];
     for (first, second, name) in SPECIAL {
+        if starts_name(i) {
+            break;
+        }
         if kw(i, first) && second.is_empty() {
             return Some((Cow::Borrowed(name), i + 1));
         }

@@ -254,8 +254,9 @@ fn quotes_and_comments_hide_semicolons() {
         ("SELECT 'a;b''; SET ROLE x'", None),
         ("SELECT E'\\'; SET ROLE x'", None),
         ("SELECT \"a;\"\"; SET ROLE x\"", None),
-        ("SELECT U&\"; SET ROLE x\"", None),
-        ("SELECT $x$ ; LOAD 'y' $x$", None),
+        // Its escapes are not decoded: a name it spells could be any name.
+        ("SELECT U&\"; SET ROLE x\"", Some(Unreadable)),
+        ("SELECT $x$ ; y LOAD 'y' $x$", None),
         ("SELECT 1 /* ; /* ; */ SET ROLE x */", None),
         ("SELECT 1 -- ; SET ROLE x", None),
         ("SELECT 'it''s'; SET ROLE x", Some(SetRole)),
@@ -447,11 +448,67 @@ fn nested_comments_and_tagged_dollar_quotes() {
         ("/* /* */ LOAD 'x' */ SELECT 1", None),
         ("/* /* */ */ LOAD 'x'", Some(Load)),
         ("/*/ LOAD 'x' */ SELECT 1", None),
-        ("SELECT $a$ $b$ ; LOAD 'x'; $b$ $a$", None),
-        ("SELECT $a$x$a$; LOAD 'x'", Some(Load)),
-        ("SELECT $a$ $A$; LOAD 'x'; $a$", None),
         ("SELECT a$b$; LOAD 'x'", Some(Load)),
     ]);
+}
+
+#[test]
+fn dollar_quotes_end_at_their_own_tag() {
+    // A statement inside a body is scanned (and pins) but is not the
+    // text's own: it records no setting.
+    let followed = |q: &str| !settings(q).1.is_empty();
+    assert!(!followed("SELECT $a$ $b$ ; SET work_mem = 1; $b$ $a$"));
+    assert!(followed("SELECT $a$x$a$; SET work_mem = 1"));
+    assert!(!followed("SELECT $a$ $A$; SET work_mem = 1; $a$"));
+    assert!(followed("SELECT $a$ $A$ $a$; SET work_mem = 1"));
+}
+
+#[test]
+fn bodies_in_strings_and_comments_in_bodies_are_read() {
+    check(&[
+        ("DO 'BEGIN SET search_path = x; END'", Some(SessionSet)),
+        (
+            "DO $$BEGIN /* c */ SET work_mem = 1; END$$",
+            Some(SessionSet),
+        ),
+        (
+            "DO $$BEGIN NULL; -- c\nSET work_mem = 1; END$$",
+            Some(SessionSet),
+        ),
+        (
+            "DO $$BEGIN EXECUTE 'PREPARE p AS SELECT 1'; END$$",
+            Some(SqlPrepare),
+        ),
+        (
+            "DO $$BEGIN EXECUTE 'DECLARE c CURSOR WITH HOLD FOR SELECT 1'; END$$",
+            Some(HoldCursor),
+        ),
+        (
+            "CREATE FUNCTION f() RETURNS void LANGUAGE sql AS 'SELECT pg_advisory_lock(1)'",
+            Some(AdvisoryLock),
+        ),
+        ("SELECT 'SET work_mem = 1'", None),
+        ("SELECT 1 INTO LOCAL TEMP t", Some(TempObject)),
+        (
+            "UPDATE pg_catalog.pg_settings SET setting = '1' WHERE name = 'x'",
+            Some(SetConfig),
+        ),
+        ("SELECT * FROM pg_settings", None),
+        ("SET local.foo = 1", Some(SessionSet)),
+        ("SET names.foo = 1", Some(SessionSet)),
+        // The continuation of an E'' literal escapes as it does.
+        (
+            "SELECT E'a'\n'\\''; SET work_mem = 1; --'",
+            Some(SessionSet),
+        ),
+        ("SELECT 'a'\n'\\''; SET work_mem = 1; --'", None),
+        ("SELECT 'a'\n'b'; SET work_mem = 1", Some(SessionSet)),
+    ]);
+    let drops = |q: &str| classify(q.as_bytes(), Strings::Standard, &tracked).drops_prepared;
+    assert!(drops("DEALLOCATE \"PGHARBOR_1\""));
+    assert!(drops("DEALLOCATE PREPARE pgharbor_7"));
+    assert!(drops("DO $$BEGIN EXECUTE 'DEALLOCATE ALL'; END$$"));
+    assert!(!drops("DEALLOCATE mine"));
 }
 
 #[test]
