@@ -197,6 +197,27 @@ pub fn ends_failed_transaction(sql: &[u8]) -> bool {
     kw(first, b"PREPARE") && toks.next().is_some_and(|t| kw(t, b"TRANSACTION"))
 }
 
+/// True for a statement whose first word is SELECT, INSERT, UPDATE, DELETE,
+/// WITH, VALUES or TABLE: no leading keyword of it changes the session.
+fn plain_statement(sql: &[u8], first: Tok) -> bool {
+    let Tok::Word(s, e) = first else {
+        return false;
+    };
+    let mut word = [0u8; 6];
+    match sql.get(s..e) {
+        Some(w) if w.len() <= word.len() => {
+            for (d, c) in word.iter_mut().zip(w) {
+                *d = c.to_ascii_lowercase();
+            }
+            matches!(
+                &word[..w.len()],
+                b"select" | b"insert" | b"update" | b"delete" | b"with" | b"values" | b"table"
+            )
+        }
+        _ => false,
+    }
+}
+
 /// Enough leading tokens for the longest form we read: `SET SESSION "a"."b" = DEFAULT`.
 const HEAD: usize = 8;
 
@@ -220,6 +241,8 @@ struct Stmt {
     declare_open: bool,
     /// A body in the statement may deallocate prepared statements.
     deallocates: bool,
+    /// The statement is a SET (its value may be replayed).
+    is_set: bool,
 }
 
 impl Stmt {
@@ -230,7 +253,11 @@ impl Stmt {
         if let Some(slot) = self.spans.get_mut(self.n) {
             *slot = (start, end);
         }
-        if !set::plain_value(sql, tok, (start, end)) {
+        if self.n == 0 {
+            self.is_set = is_kw(sql, tok, b"set");
+        }
+        // Only a SET's value is ever replayed.
+        if self.is_set && !set::plain_value(sql, tok, (start, end)) {
             self.last_unplain = Some(self.n);
         }
         self.end = end;
@@ -244,10 +271,10 @@ impl Stmt {
         let cursor = self.cursor_pin(sql, tok);
         let anywhere = self.watch.feed(sql, tok);
         // The body of a DO or CREATE FUNCTION may be a plain string too.
-        let routine = matches!(self.head[0], t if is_kw(sql, t, b"do") || is_kw(sql, t, b"create"));
+        let routine = |t| is_kw(sql, t, b"do") || is_kw(sql, t, b"create");
         let (body, deallocates) = match tok {
             Tok::Body(s, e) => scan_body(sql, s, e),
-            Tok::Str if routine => scan_body(sql, start, end),
+            Tok::Str if routine(self.head[0]) => scan_body(sql, start, end),
             _ => (None, false),
         };
         self.deallocates |= deallocates;
@@ -269,6 +296,13 @@ impl Stmt {
 
     /// Leading keywords come first in the text, so they win over `found`.
     fn finish(&self, sql: &[u8], tracked: &dyn Fn(&str) -> bool, fx: &mut SessionEffects) {
+        // Most statements are queries and DML: only what was found anywhere
+        // in them matters (one look at the first word, not twenty).
+        if plain_statement(sql, self.head[0]) {
+            fx.pin = fx.pin.or(self.found);
+            fx.drops_prepared |= self.deallocates;
+            return;
+        }
         let head = &self.head[..self.n.min(HEAD)];
         let kw = |i: usize, k: &[u8]| head.get(i).is_some_and(|&t| is_kw(sql, t, k));
         // DEALLOCATE of a name in the pooler's namespace drops one of its
