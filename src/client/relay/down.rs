@@ -188,6 +188,19 @@ impl Down<'_, '_> {
             let body = &data[start + 5..end];
             // The server names the pooler's statement in some errors (a
             // Bind with the wrong parameter count): give the client's back.
+            if let (be::ERROR_RESPONSE, true, Some(serial)) =
+                (tag, whole, ledger.owed().head_statement())
+            {
+                // `cached plan must not change result type`: after DDL the
+                // pooler's statement fails on every Bind; the client's
+                // re-prepare must get a fresh one, not the same again.
+                if Fields::new(body).sqlstate() == Some(&b"0A000"[..]) {
+                    if let Some((id, _)) = s.statements.named(serial) {
+                        s.retired.push(id);
+                    }
+                }
+            }
+            let Shared { ledger, .. } = &mut *s;
             let renamed = match (tag, whole, ledger.owed().head_statement()) {
                 (be::ERROR_RESPONSE, true, Some(serial)) => s
                     .statements

@@ -117,6 +117,10 @@ pub struct Shared<'l> {
     pub strings: Strings,
     /// What became of the client's followed settings.
     pub follow: Follow,
+    /// Pooler statements PostgreSQL can no longer run as prepared (the
+    /// tables under them changed type): new Parses of their text get new
+    /// statements, prepared afresh.
+    pub retired: Vec<u64>,
 }
 
 impl<'l> Shared<'l> {
@@ -138,6 +142,7 @@ impl<'l> Shared<'l> {
             statements,
             strings: Strings::Standard,
             follow: Follow::default(),
+            retired: Vec::new(),
         }
     }
 

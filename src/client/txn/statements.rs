@@ -35,7 +35,7 @@ impl Drop for Statement {
         // The entry may already stand for a newer statement of the same text.
         if e.ids
             .get(&self.definition)
-            .is_some_and(|w| w.strong_count() == 0)
+            .is_some_and(|(id, _)| *id == self.id)
         {
             e.ids.remove(&self.definition);
             e.bytes -= self.definition.len();
@@ -46,7 +46,9 @@ impl Drop for Statement {
 /// The registry's map, and the bytes of definitions it holds.
 #[derive(Default)]
 struct Entries {
-    ids: HashMap<Bytes, Weak<Statement>>,
+    /// Each text's statement, with its id (read without upgrading: a
+    /// statement dropped under the lock would deadlock in its Drop).
+    ids: HashMap<Bytes, (u64, Weak<Statement>)>,
     bytes: usize,
 }
 
@@ -68,7 +70,7 @@ impl StatementRegistry {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        if let Some(s) = e.ids.get(definition).and_then(Weak::upgrade) {
+        if let Some(s) = e.ids.get(definition).and_then(|(_, w)| w.upgrade()) {
             return Ok(s);
         }
         if let Some(old) = e.ids.remove(definition) {
@@ -93,8 +95,26 @@ impl StatementRegistry {
             registry: Arc::downgrade(&self.entries),
         });
         e.bytes += definition.len();
-        e.ids.insert(definition, Arc::downgrade(&s));
+        e.ids.insert(definition, (s.id, Arc::downgrade(&s)));
         Ok(s)
+    }
+
+    /// Forgets statement `id`: its holders keep it, and the next Parse of
+    /// its text gets a new statement (PostgreSQL refuses to run the old one).
+    pub fn retire(&self, id: u64) {
+        let mut e = match self.entries.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let found = e
+            .ids
+            .iter()
+            .find(|(_, (i, _))| *i == id)
+            .map(|(k, _)| k.clone());
+        if let Some(def) = found {
+            e.ids.remove(&def);
+            e.bytes -= def.len();
+        }
     }
 
     /// Distinct statements known now.

@@ -78,6 +78,9 @@ impl Rewriter<'_> {
         for name in shared.undefined.drain(..) {
             shared.statements.close(&name);
         }
+        for id in shared.retired.drain(..) {
+            self.registry.retire(id);
+        }
     }
 
     /// Handles one message: `msg` is the message from its tag on; `whole`
