@@ -50,16 +50,74 @@ fn pgbench(pooler: &Pooler, t: Transport, args: &[&str]) -> std::process::Output
     .expect("run pgbench")
 }
 
+/// `pgbench -i` once for the tests of this file, which run in parallel.
+fn init_tables(pooler: &Pooler) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let init = pgbench(pooler, Transport::Unix, &["-i", "-s", "1", "-q"]);
+        assert!(
+            init.status.success(),
+            "{}",
+            String::from_utf8_lossy(&init.stderr)
+        );
+    });
+}
+
+#[test]
+fn pgbench_prepared_with_fewer_backends_than_clients_per_thread_does_not_deadlock() {
+    // pgbench prepares synchronously: a thread whose client waits in
+    // PQprepare cannot finish its other clients' open transactions, which
+    // hold every backend. A Parse the pooler knows is answered without one.
+    let pg = PgCluster::shared();
+    let pooler = txn_pooler(pg, 5);
+    init_tables(&pooler);
+    let dir = common::util::unique_temp_dir("pgbench-script");
+    let script = dir.join("tx.sql");
+    std::fs::write(
+        &script,
+        "\\set aid random(1, 100000)\n\\set delta random(-5000, 5000)\nBEGIN;\n\
+         UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;\n\
+         SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\nEND;\n",
+    )
+    .expect("write script");
+    let script = script.to_string_lossy().into_owned();
+    let mut child = common::clients::pgbench_cmd(
+        &pooler.host(Transport::Unix),
+        pooler.port(),
+        SCRAM_USER.0,
+        Some(SCRAM_USER.1),
+        TEST_DB,
+    )
+    .args([
+        "-n", "-M", "prepared", "-c", "50", "-j", "2", "-T", "10", "-f", &script,
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .expect("run pgbench");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while child.try_wait().expect("wait for pgbench").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("pgbench -M prepared -c 50 -j 2 over 5 backends hung");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().expect("pgbench output");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("number of failed transactions: 0"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn pgbench_every_query_mode_through_transaction_pooling() {
     let pg = PgCluster::shared();
     let pooler = txn_pooler(pg, 2);
-    let init = pgbench(&pooler, Transport::Unix, &["-i", "-s", "1", "-q"]);
-    assert!(
-        init.status.success(),
-        "{}",
-        String::from_utf8_lossy(&init.stderr)
-    );
+    init_tables(&pooler);
     pg.psql_ok(TEST_DB, "TRUNCATE pgbench_history");
     let mut runs = 0;
     for t in Transport::ALL {

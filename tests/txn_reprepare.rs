@@ -94,3 +94,33 @@ fn a_statement_invalidated_by_ddl_is_prepared_afresh_when_the_client_prepares_it
     }
     let _ = admin.query(&format!("DROP TABLE {t}"));
 }
+
+#[test]
+fn a_parse_answered_without_a_backend_still_gets_the_servers_error_when_used() {
+    // B prepares the text on a backend; C's Parse of it is answered by the
+    // pooler; the table is dropped; C's use of the statement fails as on
+    // a direct connection (the error of that statement, never silence).
+    let pg = PgCluster::shared();
+    let mut admin = login(&pg.endpoint(Transport::Unix), ("postgres", None));
+    let t = format!("ahead_{}", std::process::id());
+    let p = Pooler::start(pg, PoolerOpts::transaction(2));
+    let ep = p.endpoint(Transport::Unix);
+    let r = admin.query(&format!(
+        "CREATE TABLE {t} (a int); GRANT SELECT ON {t} TO {}",
+        SCRAM_USER.0
+    ));
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let sql = format!("SELECT * FROM {t}");
+    let mut b = login(&ep, (SCRAM_USER.0, Some(SCRAM_USER.1)));
+    let r = run(&mut b, &[parse("b1", &sql), sync()]);
+    assert!(r.errors.is_empty(), "{r:?}");
+    let mut c = login(&ep, (SCRAM_USER.0, Some(SCRAM_USER.1)));
+    let r = run(&mut c, &[parse("c1", &sql), sync()]);
+    assert_eq!(r.flow(), "1Z", "{r:?}");
+    let r = admin.query(&format!("DROP TABLE {t}"));
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let r = run(&mut c, &[bind("", "c1", &[]), execute(""), sync()]);
+    assert_eq!(r.codes(), ["42P01"], "{r:?}");
+    let r = c.query("SELECT 1");
+    assert!(r.error.is_none(), "the session goes on: {:?}", r.error);
+}

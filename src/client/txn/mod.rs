@@ -9,11 +9,14 @@
 //! tables, session SETs, advisory locks, LISTEN...) pins it to its backend
 //! until it disconnects; see the README's state table.
 
+mod ahead;
 pub(crate) mod rewrite;
 pub mod settings;
 pub mod statements;
 
 use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
 
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
@@ -97,6 +100,20 @@ pub(super) async fn serve(
                 match Box::pin(wait_for_client(stream, buf, &scan, stop.as_mut())).await {
                     Waited::Message => {}
                     Waited::End(e) => break e,
+                }
+                if rewriter.manage && scan.at_boundary() {
+                    let ahead = ahead::Ahead {
+                        registry: &pooler.statements,
+                        client_budget: config.pool.prepared_statement_bytes_per_client,
+                        strings: relay::client_strings(Some(&params)),
+                        tracked: &tracked,
+                    };
+                    let mut out = bytes::BytesMut::new();
+                    if let Some(n) = ahead.answer(buf.readable(), &mut statements, &mut out) {
+                        buf.consume(n);
+                        stream.write_all(&out).await?;
+                        continue;
+                    }
                 }
                 entry.set(ClientState::WaitingForBackend, None);
                 // No application_name hint: a backend opened with one client's

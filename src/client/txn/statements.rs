@@ -99,6 +99,15 @@ impl StatementRegistry {
         Ok(s)
     }
 
+    /// The statement already known for `definition`, if any client holds one.
+    pub fn get(&self, definition: &[u8]) -> Option<Arc<Statement>> {
+        let e = match self.entries.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        e.ids.get(definition).and_then(|(_, w)| w.upgrade())
+    }
+
     /// Forgets statement `id`: its holders keep it, and the next Parse of
     /// its text gets a new statement (PostgreSQL refuses to run the old one).
     pub fn retire(&self, id: u64) {
