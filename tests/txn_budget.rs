@@ -8,18 +8,12 @@ mod common;
 use std::time::Duration;
 
 use common::ext::{bind, execute, parse, read_batch, sync};
-use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER, TEST_DB};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
 fn login(p: &Pooler) -> RawConn {
-    let mut c = RawConn::connect(&p.endpoint(Transport::Unix));
-    c.login(
-        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-        Some(SCRAM_USER.1),
-    )
-    .unwrap_or_else(|e| panic!("login: {e:?}"));
-    c
+    common::scram_login(&p.endpoint(Transport::Unix))
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -8,18 +8,12 @@
 mod common;
 
 use common::wire::{message, QueryResult};
-use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER, TEST_DB};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport};
 
 const DEFAULT_PATH: &str = "\"$user\", public";
 
 fn login(p: &Pooler) -> RawConn {
-    let mut c = RawConn::connect(&p.endpoint(Transport::Unix));
-    c.login(
-        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-        Some(SCRAM_USER.1),
-    )
-    .unwrap_or_else(|e| panic!("login through the pooler: {e:?}"));
-    c
+    common::scram_login(&p.endpoint(Transport::Unix))
 }
 
 fn q_ok(c: &mut RawConn, sql: &str) -> QueryResult {

@@ -8,7 +8,7 @@
 mod common;
 
 use common::wire::QueryResult;
-use common::{Endpoint, PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER, TEST_DB};
+use common::{Endpoint, PgCluster, Pooler, PoolerOpts, RawConn, Transport};
 
 /// A's statements, one simple Query each.
 const SCRIPT: &[&str] = &[
@@ -62,13 +62,7 @@ const PROBE: &str = "SELECT current_setting('work_mem') || '|' || current_settin
      || '|' || current_setting('default_transaction_read_only')";
 
 fn login(ep: &Endpoint) -> RawConn {
-    let mut c = RawConn::connect(ep);
-    c.login(
-        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-        Some(SCRAM_USER.1),
-    )
-    .unwrap_or_else(|e| panic!("login: {e:?}"));
-    c
+    common::scram_login(ep)
 }
 
 /// What a client can see of one Query's result.

@@ -72,3 +72,15 @@ fn quote(v: &str) -> String {
     }
     format!("'{}'", v.replace('\\', "\\\\").replace('\'', "\\'"))
 }
+
+/// A raw client at `ep`, logged in as [`SCRAM_USER`] to [`TEST_DB`].
+#[allow(dead_code)]
+pub fn scram_login(ep: &Endpoint) -> RawConn {
+    let mut c = RawConn::connect(ep);
+    c.login(
+        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
+        Some(SCRAM_USER.1),
+    )
+    .unwrap_or_else(|e| panic!("login at {ep:?} as {}: {e:?}", SCRAM_USER.0));
+    c
+}
