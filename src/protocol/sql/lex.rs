@@ -154,6 +154,11 @@ impl Lexer<'_> {
     /// `N'` (as a plain quote), `B'` and `X'` (bit strings, which end at
     /// the first quote), `U&'` and `U&"` (Unicode escapes, no backslashes).
     fn word(&mut self, start: usize) -> Tok {
+        // Most words are just words: a quote prefix has a quote or `&` second.
+        if !matches!(self.s.get(start + 1), Some(b'\'' | b'&')) {
+            self.pos = skip_while(self.s, self.pos, is_ident_cont);
+            return Tok::Word(start, self.pos);
+        }
         match self.s.get(start..).unwrap_or_default() {
             [b'e' | b'E', b'\'', ..] => {
                 self.pos = start + 2;

@@ -250,11 +250,15 @@ impl Stmt {
         if let Some(slot) = self.head.get_mut(self.n) {
             *slot = tok;
         }
-        if let Some(slot) = self.spans.get_mut(self.n) {
-            *slot = (start, end);
+        if self.n == 0 || self.is_set {
+            if let Some(slot) = self.spans.get_mut(self.n) {
+                *slot = (start, end);
+            }
         }
         if self.n == 0 {
             self.is_set = is_kw(sql, tok, b"set");
+            // UPDATE pg_settings, also inside WITH, calls set_config.
+            self.watch.updating = is_kw(sql, tok, b"update") || is_kw(sql, tok, b"with");
         }
         // Only a SET's value is ever replayed.
         if self.is_set && !set::plain_value(sql, tok, (start, end)) {

@@ -62,7 +62,7 @@ pub(super) struct Watch {
     /// Just after a SET that starts a statement inside a body.
     after_set: bool,
     /// After UPDATE: an UPDATE of pg_settings calls set_config.
-    updating: bool,
+    pub(super) updating: bool,
     /// A body runs DEALLOCATE: the pooler's statements may be gone.
     deallocates: bool,
 }
@@ -77,7 +77,11 @@ impl Watch {
             Tok::Quoted(..) if ident_is(sql, tok, b"pg_temp") => Some(PinReason::TempObject),
             _ => None,
         };
-        self.updating |= is_kw(sql, tok, b"update");
+        // An UPDATE of pg_settings calls set_config (the statement's own
+        // are checked by the statement, which knows its first word).
+        if self.in_body {
+            self.updating |= is_kw(sql, tok, b"update");
+        }
         let pin = pin.or_else(|| {
             (self.updating && ident_is(sql, tok, b"pg_settings")).then_some(PinReason::SetConfig)
         });
