@@ -148,7 +148,7 @@ impl Down<'_, '_> {
             // Replies the pooler owes go out where they are due, before the
             // next server message is even looked at: which reply that
             // message is (and so how it must be read) depends on them.
-            if scan.at_boundary() && s.ledger.owed().synthetic_due() {
+            if self.answers && scan.at_boundary() && s.ledger.owed().synthetic_due() {
                 let Shared { ledger, fixes, .. } = &mut *s;
                 out.extend_from_slice(&data[run..pos]);
                 ledger.take_due(out, fixes);
@@ -158,9 +158,10 @@ impl Down<'_, '_> {
             // The reply to a pooler message is read whole so it can be dropped.
             // So is an error that may name a renamed statement.
             let injected = s.ledger.owed().head_is_injected();
-            let named = s.ledger.owed().head_statement().is_some();
+            // Statements are renamed, and settings followed, only by the rewriter.
+            let named = self.answers && s.ledger.owed().head_statement().is_some();
             // A ROLLBACK undoes followed settings: its tag must be read.
-            let following = s.follow.pending();
+            let following = self.answers && s.follow.pending();
             let inspect = |t| {
                 injected
                     || (named && t == be::ERROR_RESPONSE)
@@ -188,26 +189,25 @@ impl Down<'_, '_> {
             let body = &data[start + 5..end];
             // The server names the pooler's statement in some errors (a
             // Bind with the wrong parameter count): give the client's back.
-            if let (be::ERROR_RESPONSE, true, Some(serial)) =
-                (tag, whole, ledger.owed().head_statement())
-            {
-                // `cached plan must not change result type`: after DDL the
-                // pooler's statement fails on every Bind; the client's
-                // re-prepare must get a fresh one, not the same again.
-                if Fields::new(body).sqlstate() == Some(&b"0A000"[..]) {
-                    if let Some((id, _)) = s.statements.named(serial) {
-                        s.retired.push(id);
+            let mut renamed = None;
+            let mut retire = None;
+            if named && tag == be::ERROR_RESPONSE && whole {
+                if let Some((id, name)) = ledger
+                    .owed()
+                    .head_statement()
+                    .and_then(|serial| s.statements.named(serial))
+                {
+                    // `cached plan must not change result type`: after DDL
+                    // the pooler's statement fails on every Bind; the
+                    // client's re-prepare must get a fresh one, not the
+                    // same again.
+                    if Fields::new(body).sqlstate() == Some(&b"0A000"[..]) {
+                        retire = Some(id);
                     }
+                    renamed = error_with_client_name(body, id, name);
                 }
             }
-            let Shared { ledger, .. } = &mut *s;
-            let renamed = match (tag, whole, ledger.owed().head_statement()) {
-                (be::ERROR_RESPONSE, true, Some(serial)) => s
-                    .statements
-                    .named(serial)
-                    .and_then(|(id, name)| error_with_client_name(body, id, name)),
-                _ => None,
-            };
+            s.retired.extend(retire);
             let Shared { ledger, fixes, .. } = &mut *s;
             let disposition = ledger.on_message(tag, whole.then_some(body), fixes)?;
             if let Some(msg) = &renamed {
@@ -277,7 +277,7 @@ impl Down<'_, '_> {
             pos = end;
         }
         let Shared { ledger, fixes, .. } = &mut *s;
-        if ledger.owed().synthetic_due() {
+        if self.answers && ledger.owed().synthetic_due() {
             out.extend_from_slice(&buf.readable()[run..pos]);
             ledger.take_due(out, fixes);
             run = pos;
