@@ -37,17 +37,23 @@ async fn two_clients_alternate_over_one_backend_with_prepared_statements() {
     assert_eq!(pa, pb, "one backend serves both");
 }
 
-fn pgbench(pooler: &Pooler, t: Transport, args: &[&str]) -> std::process::Output {
-    common::clients::pgbench_cmd(
+/// pgbench through `pooler` over `t`, as scram_user, with `args`.
+fn pgbench_command(pooler: &Pooler, t: Transport, args: &[&str]) -> std::process::Command {
+    let mut cmd = common::clients::pgbench_cmd(
         &pooler.host(t),
         pooler.port(),
         SCRAM_USER.0,
         Some(SCRAM_USER.1),
         TEST_DB,
-    )
-    .args(args)
-    .output()
-    .expect("run pgbench")
+    );
+    cmd.args(args);
+    cmd
+}
+
+fn pgbench(pooler: &Pooler, t: Transport, args: &[&str]) -> std::process::Output {
+    pgbench_command(pooler, t, args)
+        .output()
+        .expect("run pgbench")
 }
 
 /// `pgbench -i` once for the tests of this file, which run in parallel.
@@ -81,20 +87,14 @@ fn pgbench_prepared_with_fewer_backends_than_clients_per_thread_does_not_deadloc
     )
     .expect("write script");
     let script = script.to_string_lossy().into_owned();
-    let mut child = common::clients::pgbench_cmd(
-        &pooler.host(Transport::Unix),
-        pooler.port(),
-        SCRAM_USER.0,
-        Some(SCRAM_USER.1),
-        TEST_DB,
-    )
-    .args([
+    let args = [
         "-n", "-M", "prepared", "-c", "50", "-j", "2", "-T", "10", "-f", &script,
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .expect("run pgbench");
+    ];
+    let mut child = pgbench_command(&pooler, Transport::Unix, &args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run pgbench");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
     while child.try_wait().expect("wait for pgbench").is_none() {
         if std::time::Instant::now() > deadline {

@@ -57,21 +57,6 @@ impl ParamSet {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Removes a parameter.
-    pub fn remove(&mut self, name: &str) {
-        self.0.retain(|(k, _)| k != name);
-    }
-
-    /// Removes a parameter matched as PostgreSQL matches names (any case).
-    pub fn remove_ci(&mut self, name: &str) {
-        self.0.retain(|(k, _)| !k.eq_ignore_ascii_case(name));
-    }
-
-    /// Removes every parameter.
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
     /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
     pub fn apply_status(&mut self, body: &[u8]) -> bool {
         let Ok(ps) = ParameterStatus::parse(body) else {

@@ -78,6 +78,7 @@ impl Session {
             client_params: None,
             client_id: self.client_id,
             statements: &mut statements,
+            strings: Default::default(),
         };
         let end = {
             let (mut cr, mut cw) = stream.split();

@@ -11,6 +11,7 @@ use crate::backend::{ParamSet, TxStatus, MAX_INSPECTED};
 use crate::client::txn::rewrite::error_with_client_name;
 use crate::protocol::messages::Fields;
 use crate::protocol::scan::{Scanner, Step};
+use crate::protocol::sql::Strings;
 use crate::protocol::tags::be;
 use crate::protocol::FrameBuf;
 use crate::stream::{fill, ReadHalf, WriteHalf};
@@ -234,7 +235,7 @@ impl Down<'_, '_> {
                         s.cache_doubt = false;
                         exchange_done = true;
                         // So is every SET: the client's reports say how its SQL reads.
-                        if client_params.is_some() {
+                        if s.strings == Strings::Unknown && client_params.is_some() {
                             s.strings =
                                 super::client_strings(client_params.as_deref().map(|p| &**p));
                         }
@@ -243,6 +244,11 @@ impl Down<'_, '_> {
                 be::PARAMETER_STATUS if whole => {
                     if let Some(p) = client_params.as_deref_mut() {
                         Arc::make_mut(p).apply_status(body);
+                        // However it changed, the client's SQL reads as
+                        // reported once nothing is owed.
+                        if body.starts_with(b"standard_conforming_strings\0") {
+                            s.strings = Strings::Unknown;
+                        }
                     }
                 }
                 // The tag of a client's ROLLBACK, or of a COMMIT that rolled back.

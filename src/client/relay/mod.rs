@@ -68,6 +68,9 @@ pub struct Mode<'r, 'x> {
     pub client_id: u64,
     /// The client's named statements, which both directions consult.
     pub statements: &'r mut ClientStatements,
+    /// How the client's SQL reads as the relay starts (kept by the client
+    /// between relays, see [`Left::strings`]).
+    pub strings: Strings,
 }
 
 /// How a relay over one backend ended.
@@ -86,6 +89,8 @@ pub struct Left {
     pub pin: Option<Pin>,
     /// The client's followed SETs and RESETs that lasted, in order.
     pub settings: Vec<Setting>,
+    /// How the client's SQL reads now.
+    pub strings: Strings,
 }
 
 /// State both directions share while a client holds a backend: the
@@ -228,7 +233,7 @@ pub async fn relay(
 ) -> (TxnEnd, Left) {
     let parts = link.relay_parts();
     let mut shared = Shared::new(parts.ledger, mode.client_id, mode.statements);
-    shared.strings = client_strings(mode.client_params.as_deref().map(|p| &**p));
+    shared.strings = mode.strings;
     let shared = Mutex::new(shared);
     let flags = Flags {
         writing: AtomicBool::new(false),
@@ -305,6 +310,7 @@ pub async fn relay(
     let left = Left {
         pin: s.pin,
         settings: lasted,
+        strings: s.strings,
     };
     (end, left)
 }

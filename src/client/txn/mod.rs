@@ -67,6 +67,7 @@ pub(super) async fn serve(
     };
     let mut statements = ClientStatements::default();
     let mut settings = ClientSettings::new(extras);
+    let mut strings = relay::client_strings(Some(&params));
     let mut rewriter = Rewriter {
         registry: &pooler.statements,
         manage: config.pool.max_prepared_statements > 0,
@@ -101,11 +102,13 @@ pub(super) async fn serve(
                     Waited::Message => {}
                     Waited::End(e) => break e,
                 }
-                if rewriter.manage && scan.at_boundary() {
+                // Only a batch that starts with a Parse may be answered here.
+                let parse_first = buf.readable().first() == Some(&fe::PARSE);
+                if rewriter.manage && parse_first && scan.at_boundary() {
                     let ahead = ahead::Ahead {
                         registry: &pooler.statements,
                         client_budget: config.pool.prepared_statement_bytes_per_client,
-                        strings: relay::client_strings(Some(&params)),
+                        strings,
                         tracked: &tracked,
                     };
                     let mut out = bytes::BytesMut::new();
@@ -148,6 +151,7 @@ pub(super) async fn serve(
             client_params: Some(&mut params),
             client_id,
             statements: &mut statements,
+            strings,
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
@@ -169,6 +173,7 @@ pub(super) async fn serve(
         // already on its way holds the backend back (see Link::hand_off).
         cancel_key.slot.set(None);
         settings.commit(&left.settings);
+        strings = left.strings;
         if pin.is_none() {
             if let Some(p) = left.pin {
                 tracing::info!(

@@ -100,9 +100,10 @@ pub struct SessionEffects {
 }
 
 /// How PostgreSQL reads a backslash in `'...'` for the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Strings {
     /// standard_conforming_strings on (the default): an ordinary character.
+    #[default]
     Standard,
     /// off: an escape, as in `E'...'`.
     Escaped,

@@ -203,20 +203,11 @@ impl Rewriter<'_> {
             None if whole => return Err(Violation::new("invalid string in message")),
             None => return Err(names_beyond_prefix("Bind")),
         };
-        if name.is_empty() {
-            self.unnamed_guard(shared, out);
-        }
-        let found = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Bind {
-            stmt: found.map(|(_, serial)| serial),
-        }));
-        let id = found.map(|(id, _)| id);
-        let Some(id) = id else {
+        let reply = |stmt| Reply::Bind { stmt };
+        let Some(new_name) = self.backend_name(name, reply, shared, out) else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
         };
-        let mut new_name = Vec::with_capacity(24);
-        statement_name(id, &mut new_name);
         let new_len = (total_len + new_name.len())
             .checked_sub(name.len())
             .ok_or_else(|| Violation::new("invalid message format"))?;
@@ -236,6 +227,29 @@ impl Rewriter<'_> {
     /// hold exactly what the client's own session would. Its current
     /// definition is parsed again if the backend lacks it; another
     /// client's (or a stale one) is closed, so the client gets 26000
+    /// The statement a Bind or Describe names, as the backend knows it:
+    /// guards the unnamed statement, prepares a named one the backend
+    /// lacks (into `out`), and records the reply (`reply` given which of
+    /// the client's definitions it is). `None` when the name passes as it
+    /// is (unnamed, or not the pooler's).
+    fn backend_name(
+        &mut self,
+        name: &[u8],
+        reply: impl Fn(Option<u64>) -> Reply,
+        shared: &mut Shared<'_>,
+        out: &mut Vec<u8>,
+    ) -> Option<Vec<u8>> {
+        if name.is_empty() {
+            self.unnamed_guard(shared, out);
+        }
+        let found = self.prepared_id(name, shared, out);
+        shared.push(Expect::Client(reply(found.map(|(_, serial)| serial))));
+        let (id, _) = found?;
+        let mut new_name = Vec::with_capacity(24);
+        statement_name(id, &mut new_name);
+        Some(new_name)
+    }
+
     /// "unnamed prepared statement does not exist" as in a fresh session.
     fn unnamed_guard(&self, shared: &mut Shared<'_>, out: &mut Vec<u8>) {
         let mine = shared.statements.unnamed_key(shared.client_id);
@@ -270,20 +284,11 @@ impl Rewriter<'_> {
             shared.push(Expect::Client(Reply::Describe { stmt: None }));
             return Ok(Outcome::Forward);
         }
-        if name.is_empty() {
-            self.unnamed_guard(shared, out);
-        }
-        let found = self.prepared_id(name, shared, out);
-        shared.push(Expect::Client(Reply::Describe {
-            stmt: found.map(|(_, serial)| serial),
-        }));
-        let id = found.map(|(id, _)| id);
-        let Some(id) = id else {
+        let reply = |stmt| Reply::Describe { stmt };
+        let Some(mut new_name) = self.backend_name(name, reply, shared, out) else {
             // A Close added ahead (in `out`) is sent before the message.
             return Ok(Outcome::Forward);
         };
-        let mut new_name = Vec::with_capacity(24);
-        statement_name(id, &mut new_name);
         new_name.push(0);
         put_msg(out, fe::DESCRIBE, &[&[target::STATEMENT], &new_name]);
         Ok(Outcome::Replaced {
