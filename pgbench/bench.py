@@ -575,8 +575,9 @@ def glance_table(rows, labels, med, has):
 
 def baseline_table(rows, med, has, paired):
     """pgharbor / pgharbor-base (--baseline-bin: another build, same config, run
-    right after pgharbor in each cell) for every cell both ran: throughput and
-    pooler CPU, with the refactor bar (>= BASE_BAR on throughput)."""
+    next to pgharbor in each cell, the order reversed every other round) for
+    every cell both ran: throughput and pooler CPU, with the refactor bar
+    (>= BASE_BAR on throughput)."""
     targets = {r["target"] for r in rows}
     if "pgharbor" not in targets or BASE not in targets:
         return []

@@ -34,6 +34,38 @@ struct Chunk {
     exchange_done: bool,
 }
 
+/// What the reply at the head of the books asks of the scan. It changes
+/// only when a message is accounted, so it is read then, not per row.
+#[derive(Clone, Copy)]
+struct Head {
+    /// The reply to a pooler message is read whole so it can be dropped.
+    injected: bool,
+    /// So is an error that may name a renamed statement (statements are
+    /// renamed, and settings followed, only by the rewriter).
+    named: bool,
+    /// A ROLLBACK undoes followed settings: its tag must be read.
+    following: bool,
+}
+
+impl Head {
+    fn of(s: &Shared<'_>, answers: bool) -> Self {
+        let owed = s.ledger.owed();
+        Head {
+            injected: owed.head_is_injected(),
+            named: answers && owed.head_statement().is_some(),
+            following: answers && s.follow.pending(),
+        }
+    }
+
+    /// Whether a message of type `t` must be read whole.
+    fn inspects(self, t: u8) -> bool {
+        self.injected
+            || (self.named && t == be::ERROR_RESPONSE)
+            || (self.following && t == be::COMMAND_COMPLETE)
+            || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS)
+    }
+}
+
 impl Down<'_, '_> {
     pub(super) async fn run(
         self,
@@ -52,13 +84,23 @@ impl Down<'_, '_> {
             if let Some(end) = self.check_idle(buf, scan) {
                 return end;
             }
-            let chunk = self.scan_chunk(
-                buf,
-                scan,
-                &mut out,
-                client_params.as_deref_mut(),
-                &mut fatal,
-            );
+            // An empty buffer has nothing to scan, unless replies of the
+            // pooler's own may be due.
+            let chunk = if buf.is_empty() && !self.answers {
+                Ok(Chunk {
+                    pos: 0,
+                    modified: false,
+                    exchange_done: false,
+                })
+            } else {
+                self.scan_chunk(
+                    buf,
+                    scan,
+                    &mut out,
+                    client_params.as_deref_mut(),
+                    &mut fatal,
+                )
+            };
             let Chunk {
                 pos,
                 modified,
@@ -106,10 +148,16 @@ impl Down<'_, '_> {
 
     /// The end of this relay if the backend can be given back now (or a
     /// statement-mode client opened a transaction).
+    #[inline]
     fn check_idle(&self, buf: &FrameBuf, scan: &Scanner) -> Option<TxnEnd> {
         if !self.release_at_idle && !self.statement {
             return None;
         }
+        self.idle_end(buf, scan)
+    }
+
+    /// [`Down::check_idle`] for a relay that ends at idle.
+    fn idle_end(&self, buf: &FrameBuf, scan: &Scanner) -> Option<TxnEnd> {
         let s = self.shared.lock().ok()?;
         let owed = s.ledger.owed();
         if !owed.is_empty() || owed.unsynced() != 0 || !buf.is_empty() || !scan.at_boundary() {
@@ -144,6 +192,7 @@ impl Down<'_, '_> {
         let mut pos = 0;
         let mut run = 0;
         let mut modified = false;
+        let mut head = Head::of(&s, self.answers);
         loop {
             let data = buf.readable();
             // Replies the pooler owes go out where they are due, before the
@@ -155,22 +204,13 @@ impl Down<'_, '_> {
                 ledger.take_due(out, fixes);
                 run = pos;
                 modified = true;
+                head = Head::of(&s, self.answers);
             }
-            // The reply to a pooler message is read whole so it can be dropped.
-            // So is an error that may name a renamed statement.
-            let injected = s.ledger.owed().head_is_injected();
-            // Statements are renamed, and settings followed, only by the rewriter.
-            let named = self.answers && s.ledger.owed().head_statement().is_some();
-            // A ROLLBACK undoes followed settings: its tag must be read.
-            let following = self.answers && s.follow.pending();
-            let inspect = |t| {
-                injected
-                    || (named && t == be::ERROR_RESPONSE)
-                    || (following && t == be::COMMAND_COMPLETE)
-                    || matches!(t, be::READY_FOR_QUERY | be::PARAMETER_STATUS)
-            };
+            let Head {
+                named, following, ..
+            } = head;
             let step = scan
-                .step_capped(data, pos, inspect, MAX_INSPECTED)
+                .step_capped(data, pos, |t| head.inspects(t), MAX_INSPECTED)
                 .map_err(|v| format!("server sent garbage: {v}"))?;
             let (tag, start, end, whole) = match step {
                 Step::NeedMore => break,
@@ -281,6 +321,7 @@ impl Down<'_, '_> {
                 modified = true;
             }
             pos = end;
+            head = Head::of(&s, self.answers);
         }
         let Shared { ledger, fixes, .. } = &mut *s;
         if self.answers && ledger.owed().synthetic_due() {

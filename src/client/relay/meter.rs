@@ -36,30 +36,34 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    pub(crate) fn new() -> Self {
+    /// Progress of one relay of the session metered by `meter`.
+    pub(crate) fn new(meter: &Meter<'_>) -> Self {
         Progress {
             bytes_in: AtomicU64::new(0),
             exchange_start: AtomicU64::new(0),
-            epoch: Instant::now(),
+            epoch: meter.epoch,
         }
     }
 
     pub(crate) fn mark_start(&self) {
         if self.exchange_start.load(Ordering::Relaxed) == 0 {
-            let ns = self.epoch.elapsed().as_nanos() as u64 + 1;
+            let ns = self.now_ns() + 1;
             self.exchange_start.store(ns, Ordering::Relaxed);
         }
     }
 
-    /// Ends the exchange in flight; its duration, if one had started.
-    fn take_exchange(&self) -> Option<Duration> {
+    /// Nanoseconds since `epoch`: one clock read, kept as an integer so
+    /// the meter's other checks reuse it instead of reading the clock again.
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Ends the exchange in flight at `now` (ns after `epoch`); its
+    /// duration, if one had started.
+    fn take_exchange(&self, now: u64) -> Option<Duration> {
         match self.exchange_start.swap(0, Ordering::Relaxed) {
             0 => None,
-            start => Some(
-                self.epoch
-                    .elapsed()
-                    .saturating_sub(Duration::from_nanos(start - 1)),
-            ),
+            start => Some(Duration::from_nanos(now.saturating_sub(start - 1))),
         }
     }
 }
@@ -72,7 +76,10 @@ pub struct Meter<'a> {
     pending: SessionTransfer,
     /// Bytes of the response in flight so far.
     exchange_bytes: u64,
-    last_flush: Instant,
+    /// The session's clock origin, shared with each relay's [`Progress`].
+    epoch: Instant,
+    /// When the counters were last handed over, in ns after `epoch`.
+    last_flush_ns: u64,
     /// Totals for the session's log line.
     pub total: SessionTransfer,
 }
@@ -85,17 +92,19 @@ impl<'a> Meter<'a> {
             classes: [client, backend],
             pending: SessionTransfer::default(),
             exchange_bytes: 0,
-            last_flush: Instant::now(),
+            epoch: Instant::now(),
+            last_flush_ns: 0,
             total: SessionTransfer::default(),
         }
     }
 
     pub(crate) fn exchange_done(&mut self, progress: &Progress) {
-        if let Some(busy) = progress.take_exchange() {
+        let now = progress.now_ns();
+        if let Some(busy) = progress.take_exchange(now) {
             self.pending.exchange(self.exchange_bytes, busy);
         }
         self.exchange_bytes = 0;
-        if self.last_flush.elapsed() >= FLUSH_INTERVAL {
+        if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
             // Bytes in must go with bytes out, or a long session's rate
             // would show only one direction until it ends.
             self.flush(Some(&progress.bytes_in));
@@ -118,6 +127,6 @@ impl<'a> Meter<'a> {
         }
         self.total.merge(&self.pending);
         self.pending = SessionTransfer::default();
-        self.last_flush = Instant::now();
+        self.last_flush_ns = self.epoch.elapsed().as_nanos() as u64;
     }
 }

@@ -241,7 +241,7 @@ pub async fn relay(
         due: Notify::new(),
         idle_in_tx: Notify::new(),
     };
-    let progress = Progress::new();
+    let progress = Progress::new(meter);
     let (mut br, mut bw) = parts.stream.split();
     let Mode {
         release_at_idle,
