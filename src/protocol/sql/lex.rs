@@ -19,22 +19,56 @@ pub(super) enum Tok {
     Other,
 }
 
+/// Byte classes as PostgreSQL's scanner reads them, one lookup per byte:
+/// every query in transaction pooling is lexed, byte by byte.
+const SPACE: u8 = 1;
+/// A letter, `_` or any byte of a multi-byte character.
+const IDENT_START: u8 = 2;
+const DIGIT: u8 = 4;
+const DOLLAR: u8 = 8;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            SPACE
+        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+            IDENT_START
+        } else if c.is_ascii_digit() {
+            DIGIT
+        } else if c == b'$' {
+            DOLLAR
+        } else {
+            0
+        };
+        b += 1;
+    }
+    t
+};
+
+#[inline]
+fn class(b: u8) -> u8 {
+    CLASS[b as usize]
+}
+
 pub(super) fn is_ident_start(b: u8) -> bool {
-    b.is_ascii_alphabetic() || b == b'_' || b >= 0x80
+    class(b) & IDENT_START != 0
 }
 
 pub(super) fn is_ident_cont(b: u8) -> bool {
-    is_ident_start(b) || b.is_ascii_digit() || b == b'$'
+    class(b) & (IDENT_START | DIGIT | DOLLAR) != 0
 }
 
 /// Dollar-quote tags and words inside bodies: identifier characters without `$`.
 pub(super) fn is_tag_char(b: u8) -> bool {
-    is_ident_start(b) || b.is_ascii_digit()
+    class(b) & (IDENT_START | DIGIT) != 0
 }
 
 /// PostgreSQL's whitespace, which includes form feed and vertical tab.
 pub(super) fn is_space(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+    class(b) & SPACE != 0
 }
 
 pub(super) fn skip_while(s: &[u8], mut i: usize, f: impl Fn(u8) -> bool) -> usize {
@@ -93,6 +127,7 @@ impl<'a> Lexer<'a> {
 impl Iterator for Lexer<'_> {
     type Item = Tok;
 
+    #[inline]
     fn next(&mut self) -> Option<Tok> {
         self.skip_blanks();
         let start = self.pos;
@@ -115,14 +150,15 @@ impl Iterator for Lexer<'_> {
 
 impl Lexer<'_> {
     fn skip_blanks(&mut self) {
-        loop {
-            match self.s.get(self.pos..).unwrap_or_default() {
-                [c, ..] if is_space(*c) => self.pos += 1,
+        while let Some(&c) = self.s.get(self.pos) {
+            let next = self.s.get(self.pos + 1).copied();
+            match c {
+                _ if is_space(c) => self.pos += 1,
                 // A line comment ends at either newline character.
-                [b'-', b'-', ..] => {
+                b'-' if next == Some(b'-') => {
                     self.pos = skip_while(self.s, self.pos, |c| c != b'\n' && c != b'\r');
                 }
-                [b'/', b'*', ..] => self.block_comment(),
+                b'/' if next == Some(b'*') => self.block_comment(),
                 _ => return,
             }
         }
@@ -305,4 +341,22 @@ pub(super) fn find_delim(s: &[u8], from: usize, delim: &[u8]) -> Option<usize> {
         i = p + 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The table says what scan.l's character classes say, for every byte.
+    #[test]
+    fn byte_classes_are_postgresqls() {
+        for b in 0..=255u8 {
+            let start = b.is_ascii_alphabetic() || b == b'_' || b >= 0x80;
+            assert_eq!(is_ident_start(b), start, "{b}");
+            assert_eq!(is_ident_cont(b), start || b.is_ascii_digit() || b == b'$', "{b}");
+            assert_eq!(is_tag_char(b), start || b.is_ascii_digit(), "{b}");
+            let space = matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+            assert_eq!(is_space(b), space, "{b}");
+        }
+    }
 }

@@ -161,7 +161,7 @@ fn classify_as(sql: &[u8], standard: bool, tracked: &dyn Fn(&str) -> bool) -> Se
     let mut stmt = Stmt::default();
     let mut lexer = Lexer::new(sql, standard);
     while let Some(tok) = lexer.next() {
-        if tok == Tok::Punct(b';') {
+        if let Tok::Punct(b';') = tok {
             stmt.finish(sql, tracked, &mut fx);
             stmt = Stmt::default();
         } else {
