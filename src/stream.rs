@@ -120,9 +120,12 @@ impl Stream {
         connector: &openssl::ssl::SslConnector,
         host: &str,
         verify_hostname: bool,
+        sni: bool,
     ) -> io::Result<()> {
         let mut config = connector.configure().map_err(io::Error::other)?;
         config.set_verify_hostname(verify_hostname);
+        // OpenSSL never sends an IP address as SNI; `sni` is libpq's sslsni.
+        config.set_use_server_name_indication(sni);
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
         let plain = std::mem::replace(self, Stream::Detached(Detached));
         let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
@@ -141,6 +144,14 @@ impl Stream {
         }
         *self = Stream::Tls(tls);
         Ok(())
+    }
+
+    /// The server's (or client's) certificate, on a TLS stream that has one.
+    pub fn peer_certificate(&self) -> Option<openssl::x509::X509> {
+        match self {
+            Stream::Tls(tls) => tls.ssl().peer_certificate(),
+            _ => None,
+        }
     }
 
     /// True when the bytes are encrypted.
