@@ -135,7 +135,12 @@ impl Stream {
             let verify = tls.ssl().verify_result();
             let text = if verify == openssl::x509::X509VerifyResult::OK {
                 tls_error_text(&e)
-            } else if verify.as_raw() == openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH {
+            } else if [
+                openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH,
+                openssl_sys::X509_V_ERR_IP_ADDRESS_MISMATCH,
+            ]
+            .contains(&verify.as_raw())
+            {
                 format!("server certificate does not match host name \"{host}\"")
             } else {
                 format!("certificate verify failed: {}", verify.error_string())
