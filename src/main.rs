@@ -80,6 +80,10 @@ fn check(path: &Path) -> ExitCode {
         eprintln!("pgharbor: error: {e}");
         failed = true;
     }
+    if let Err(e) = pgharbor::tls::check_databases(&config) {
+        eprintln!("pgharbor: error: {e}");
+        failed = true;
+    }
     if let Some(auth) = &config.auth.auth_file {
         if let Err(e) = pgharbor::auth::AuthFile::load(auth) {
             eprintln!("pgharbor: error: auth.auth_file: {e}");

@@ -15,7 +15,6 @@ use crate::backend::{BackendTarget, Credentials};
 use crate::client::cancel::CancelRegistry;
 use crate::client::registry::ClientRegistry;
 use crate::client::ClientError;
-use crate::config::BackendHost;
 use crate::config::Config;
 use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
 use crate::protocol::PgError;
@@ -78,6 +77,7 @@ impl Pooler {
     pub async fn new(config: Config) -> Result<Arc<Pooler>, PoolerError> {
         let auth_file = load_auth_file(&config).await?;
         let tls = build_acceptor(&config.tls)?;
+        crate::tls::check_databases(&config)?;
         let pooler = Arc::new(Pooler {
             tls: RwLock::new(tls),
             client_slots: Arc::new(Semaphore::new(config.pool.max_client_conn)),
@@ -201,12 +201,8 @@ impl Pooler {
                     user: backend_user.clone(),
                 };
                 let creds = self.credentials_for(&backend_user, db.conninfo.password.as_deref());
-                let tls = BackendTls::new(
-                    db.conninfo.tls_mode(),
-                    matches!(db.conninfo.host, BackendHost::Unix(_)),
-                    db.conninfo.sslrootcert.as_deref(),
-                )
-                .map_err(|e| format!("databases.{database}.conninfo: {e}"))?;
+                let tls = BackendTls::for_conninfo(&db.conninfo)
+                    .map_err(|e| format!("databases.{database}.conninfo: {e}"))?;
                 let connect_timeout = db
                     .conninfo
                     .connect_timeout

@@ -120,9 +120,12 @@ impl Stream {
         connector: &openssl::ssl::SslConnector,
         host: &str,
         verify_hostname: bool,
+        sni: bool,
     ) -> io::Result<()> {
         let mut config = connector.configure().map_err(io::Error::other)?;
         config.set_verify_hostname(verify_hostname);
+        // OpenSSL never sends an IP address as SNI; `sni` is libpq's sslsni.
+        config.set_use_server_name_indication(sni);
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
         let plain = std::mem::replace(self, Stream::Detached(Detached));
         let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
@@ -132,7 +135,12 @@ impl Stream {
             let verify = tls.ssl().verify_result();
             let text = if verify == openssl::x509::X509VerifyResult::OK {
                 tls_error_text(&e)
-            } else if verify.as_raw() == openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH {
+            } else if [
+                openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH,
+                openssl_sys::X509_V_ERR_IP_ADDRESS_MISMATCH,
+            ]
+            .contains(&verify.as_raw())
+            {
                 format!("server certificate does not match host name \"{host}\"")
             } else {
                 format!("certificate verify failed: {}", verify.error_string())
@@ -141,6 +149,14 @@ impl Stream {
         }
         *self = Stream::Tls(tls);
         Ok(())
+    }
+
+    /// The server's (or client's) certificate, on a TLS stream that has one.
+    pub fn peer_certificate(&self) -> Option<openssl::x509::X509> {
+        match self {
+            Stream::Tls(tls) => tls.ssl().peer_certificate(),
+            _ => None,
+        }
     }
 
     /// True when the bytes are encrypted.

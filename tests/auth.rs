@@ -144,12 +144,11 @@ async fn md5_method_with_md5_hash_and_plain_password_secrets() {
                 "{user} wrong password over {t:?}"
             );
         }
+        // An unknown user gets PostgreSQL's mock for an unknown role in md5
+        // mode: a SCRAM exchange (password_encryption's method), see
+        // `md5_method_mocks_unknown_users_like_scram_secrets`.
         let (codes, err) = raw_attempt(&pooler, t, "nosuch_user", "nope", TEST_DB);
-        assert_eq!(
-            codes,
-            vec![5],
-            "unknown user must get the same md5 challenge"
-        );
+        assert_eq!(codes, vec![10, 11], "unknown user: mock SCRAM exchange");
         let err = err.unwrap();
         assert_eq!(
             (err.code.as_str(), err.message.clone()),
@@ -162,6 +161,105 @@ async fn md5_method_with_md5_hash_and_plain_password_secrets() {
             "SELECT current_user",
         );
         assert_eq!(out, MD5_USER.0);
+    }
+}
+
+/// What the first two server messages of a login show a prober: the
+/// authentication request code, the SASL mechanisms offered and, for SCRAM,
+/// the salt and iteration count of server-first-message. The client sends a
+/// fixed client-first-message and stops there.
+#[derive(Debug, PartialEq, Eq)]
+struct FirstChallenge {
+    code: i32,
+    mechanisms: Vec<String>,
+    salt_and_iterations: Option<(String, String)>,
+}
+
+fn first_challenge(pooler: &Pooler, t: Transport, user: &str) -> FirstChallenge {
+    use common::wire::{cstrings, message, Reply};
+    let mut raw = RawConn::connect(&pooler.endpoint(t));
+    raw.send_startup(&[("user", user), ("database", TEST_DB)])
+        .expect("send startup");
+    let timeout = Duration::from_secs(10);
+    let Reply::Msg(b'R', body) = raw.read_msg(timeout) else {
+        panic!("{user}: no authentication request");
+    };
+    let code = i32::from_be_bytes(body[..4].try_into().unwrap());
+    let mut challenge = FirstChallenge {
+        code,
+        mechanisms: Vec::new(),
+        salt_and_iterations: None,
+    };
+    if code != 10 {
+        return challenge;
+    }
+    challenge.mechanisms = cstrings(&body[4..])
+        .into_iter()
+        .filter(|m| !m.is_empty())
+        .collect();
+    let client_first = b"n,,n=,r=fixedclientnonce";
+    let mut sasl = b"SCRAM-SHA-256\0".to_vec();
+    sasl.extend((client_first.len() as i32).to_be_bytes());
+    sasl.extend(client_first);
+    raw.send(&message(b'p', &sasl))
+        .expect("send SASLInitialResponse");
+    let Reply::Msg(b'R', body) = raw.read_msg(timeout) else {
+        panic!("{user}: no SASLContinue");
+    };
+    assert_eq!(&body[..4], &11i32.to_be_bytes(), "{user}: not SASLContinue");
+    let text = String::from_utf8_lossy(&body[4..]).into_owned();
+    let attr = |name: &str| {
+        text.split(',')
+            .find_map(|a| a.strip_prefix(name))
+            .map(str::to_string)
+            .unwrap_or_else(|| panic!("{user}: no {name} in {text:?}"))
+    };
+    challenge.salt_and_iterations = Some((attr("s="), attr("i=")));
+    challenge
+}
+
+/// With `[auth] method = "md5"`, an unknown user must look like a user
+/// whose secret is SCRAM: PostgreSQL (auth.c, CheckPWChallengeAuth) mocks an
+/// unknown role with password_encryption's method, scram-sha-256 by
+/// default, and its mock salt is a function of the user name
+/// (auth-scram.c, scram_mock_salt), so asking twice gives the same salt.
+#[tokio::test(flavor = "multi_thread")]
+async fn md5_method_mocks_unknown_users_like_scram_secrets() {
+    let pg = PgCluster::shared();
+    let scram_secret = pg.scram_secret(SCRAM_USER.0);
+    let md5_secret = pg.md5_secret(MD5_USER.0);
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::default()
+            .auth("md5")
+            .userlist(&[(MD5_USER.0, &md5_secret), (SCRAM_USER.0, &scram_secret)]),
+    );
+    for t in Transport::ALL {
+        let known = first_challenge(&pooler, t, SCRAM_USER.0);
+        let unknown = first_challenge(&pooler, t, "nosuch_user");
+        let again = first_challenge(&pooler, t, "nosuch_user");
+        let other = first_challenge(&pooler, t, "nosuch_other");
+        assert_eq!(known.code, 10, "{t:?}: SCRAM secret under md5: {known:?}");
+        assert_eq!(
+            (unknown.code, &unknown.mechanisms),
+            (known.code, &known.mechanisms),
+            "{t:?}: the first message tells an unknown user from a known one"
+        );
+        let (known_salt, known_iter) = known.salt_and_iterations.unwrap();
+        let (salt, iter) = unknown.salt_and_iterations.clone().unwrap();
+        assert_eq!(iter, known_iter, "{t:?}: iteration count differs");
+        assert_eq!(salt.len(), known_salt.len(), "{t:?}: salt length differs");
+        assert_eq!(unknown, again, "{t:?}: the mock salt changes between tries");
+        assert_ne!(
+            unknown.salt_and_iterations, other.salt_and_iterations,
+            "{t:?}: two unknown users share a mock salt"
+        );
+        // A known md5 secret still gets the md5 challenge, as in PostgreSQL.
+        assert_eq!(first_challenge(&pooler, t, MD5_USER.0).code, 5);
+        // And the mock ends as a wrong password does.
+        let (codes, err) = raw_attempt(&pooler, t, "nosuch_user", "nope", TEST_DB);
+        assert_eq!(codes, vec![10, 11]);
+        assert_eq!(err.map(|e| e.message), Some(failed_for("nosuch_user")));
     }
 }
 

@@ -38,6 +38,7 @@
 //! [`md5_salted_response`].
 
 mod auth_file;
+pub mod channel_binding;
 mod crypto;
 mod scram;
 mod scram_client;

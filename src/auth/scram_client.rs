@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use rand::RngCore;
 
+use super::channel_binding::Gs2;
 use super::crypto::{self, KEY_LEN};
 use super::scram::{is_valid_nonce, message_text, Attributes, ScramError};
 use super::secret::ScramSecret;
@@ -128,15 +129,23 @@ pub struct ServerFirst {
 
 enum State {
     AwaitingServerFirst,
-    HaveServerFirst { server_first: String, nonce: String },
-    AwaitingServerFinal { server_signature: [u8; KEY_LEN] },
+    HaveServerFirst {
+        server_first: String,
+        nonce: String,
+    },
+    AwaitingServerFinal {
+        server_signature: [u8; KEY_LEN],
+    },
+    /// The server's signature checked out.
+    Verified,
     Finished,
 }
 
-/// One SCRAM-SHA-256 exchange, client side (no channel binding).
+/// One SCRAM-SHA-256(-PLUS) exchange, client side.
 pub struct ScramClient {
     client_nonce: String,
     client_first_bare: String,
+    gs2: Gs2,
     state: State,
 }
 
@@ -147,25 +156,38 @@ impl fmt::Debug for ScramClient {
 }
 
 impl ScramClient {
-    /// Starts an exchange; returns the client-first-message `n,,n=,r=<nonce>`.
-    pub fn new() -> (ScramClient, Vec<u8>) {
+    /// Starts an exchange with the gs2 header `gs2` (see
+    /// [`super::channel_binding::select`]); returns the client-first-message,
+    /// e.g. `n,,n=,r=<nonce>`. Name it with [`ScramClient::mechanism`].
+    pub fn new(gs2: Gs2) -> (ScramClient, Vec<u8>) {
         let mut raw = [0u8; CLIENT_NONCE_LEN];
         rand::thread_rng().fill_bytes(&mut raw);
         // Empty user name, as libpq: PostgreSQL takes it from the startup packet.
-        Self::with_nonce("", crypto::b64_encode(&raw))
+        Self::with_nonce("", crypto::b64_encode(&raw), gs2)
     }
 
     /// Test hook: a chosen user name (already SASL-escaped) and nonce.
-    pub(super) fn with_nonce(user: &str, client_nonce: String) -> (ScramClient, Vec<u8>) {
+    pub(super) fn with_nonce(user: &str, client_nonce: String, gs2: Gs2) -> (ScramClient, Vec<u8>) {
         let client_first_bare = format!("n={user},r={client_nonce}");
-        // "n": we do not support channel binding (we never ask for -PLUS).
-        let message = format!("n,,{client_first_bare}").into_bytes();
+        let message = format!("{}{client_first_bare}", gs2.header()).into_bytes();
         let client = ScramClient {
             client_nonce,
             client_first_bare,
+            gs2,
             state: State::AwaitingServerFirst,
         };
         (client, message)
+    }
+
+    /// The SASL mechanism this exchange is: SCRAM-SHA-256 or -PLUS.
+    pub fn mechanism(&self) -> &'static str {
+        self.gs2.mechanism()
+    }
+
+    /// Whether the exchange was channel-bound and the server's signature
+    /// over it checked out (libpq's pg_fe_scram_channel_bound).
+    pub fn channel_bound(&self) -> bool {
+        matches!(self.gs2, Gs2::ServerEndPoint(_)) && matches!(self.state, State::Verified)
     }
 
     /// Parses server-first-message; returns the salt and iteration count to derive keys for.
@@ -223,7 +245,10 @@ impl ScramClient {
         else {
             return Err(ScramError::OutOfOrder);
         };
-        let without_proof = format!("c=biws,r={nonce}");
+        // c= carries the gs2 header (and, for -PLUS, the certificate hash)
+        // into the signed AuthMessage: "biws" is base64 of "n,,".
+        let cbind = crypto::b64_encode(&self.gs2.cbind_input());
+        let without_proof = format!("c={cbind},r={nonce}");
         let auth_message = format!("{},{server_first},{without_proof}", self.client_first_bare);
         let stored_key = crypto::sha256(&[&keys.client_key]);
         let client_signature = crypto::hmac(&stored_key, &[auth_message.as_bytes()]);
@@ -235,8 +260,8 @@ impl ScramClient {
     }
 
     /// Checks server-final-message: `v=` must carry the ServerSignature; `e=` is the server's error.
-    pub fn verify_server_final(&self, server_final: &[u8]) -> Result<(), ScramError> {
-        let State::AwaitingServerFinal { server_signature } = &self.state else {
+    pub fn verify_server_final(&mut self, server_final: &[u8]) -> Result<(), ScramError> {
+        let State::AwaitingServerFinal { server_signature } = self.state else {
             return Err(ScramError::OutOfOrder);
         };
         let text = message_text(server_final)?;
@@ -247,7 +272,8 @@ impl ScramClient {
                 let verifier = crypto::b64_decode_key(verifier).ok_or(ScramError::Malformed(
                     "invalid signature in server-final-message",
                 ))?;
-                if crypto::ct_eq(&verifier, server_signature) {
+                if crypto::ct_eq(&verifier, &server_signature) {
+                    self.state = State::Verified;
                     Ok(())
                 } else {
                     Err(ScramError::InvalidServerSignature)

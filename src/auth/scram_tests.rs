@@ -3,6 +3,7 @@
 
 use postgres_protocol::authentication::sasl::{ChannelBinding, ScramSha256};
 
+use super::channel_binding::Gs2;
 use super::crypto;
 use super::scram::{ScramError, ScramServer};
 use super::scram_client::{SaltedPasswordCache, ScramClient, ScramCredential, ScramKeys};
@@ -28,7 +29,7 @@ fn exchange(
 ) -> Result<[u8; 32], ScramError> {
     let cache = SaltedPasswordCache::new(8);
     let mut server = server(secret);
-    let (mut client, first) = ScramClient::new();
+    let (mut client, first) = ScramClient::new(Gs2::No);
     let server_first = server.handle_client_first(&first)?;
     let params = client.handle_server_first(&server_first)?;
     let keys = credential.keys("user", &params, &cache)?;
@@ -41,7 +42,8 @@ fn exchange(
 fn rfc7677_exchange_reproduced_exactly() {
     let mut server =
         ScramServer::with_server_nonce("user", Some(rfc_secret()), &SEED, RFC_SERVER_NONCE.into());
-    let (mut client, client_first) = ScramClient::with_nonce("user", RFC_CLIENT_NONCE.into());
+    let (mut client, client_first) =
+        ScramClient::with_nonce("user", RFC_CLIENT_NONCE.into(), Gs2::No);
     assert_eq!(client_first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
 
     let server_first = server.handle_client_first(&client_first).unwrap();
@@ -244,7 +246,7 @@ fn malformed_client_final() {
 
 /// A client that has sent client-first with nonce "abc".
 fn client() -> ScramClient {
-    ScramClient::with_nonce("", "abc".into()).0
+    ScramClient::with_nonce("", "abc".into(), Gs2::No).0
 }
 
 #[test]
@@ -327,7 +329,7 @@ fn server_final_is_checked() {
     let keys = ScramKeys::from_password("pencil", &secret.salt, secret.iterations);
     let ready = || {
         let mut server = server(Some(secret.clone()));
-        let (mut client, first) = ScramClient::new();
+        let (mut client, first) = ScramClient::new(Gs2::No);
         client
             .handle_server_first(&server.handle_client_first(&first).unwrap())
             .unwrap();
@@ -336,7 +338,7 @@ fn server_final_is_checked() {
             .unwrap();
         (client, success.server_final)
     };
-    let (client, good) = ready();
+    let (mut client, good) = ready();
     assert_eq!(
         client.verify_server_final(b"e=invalid-proof"),
         Err(ScramError::ServerError("invalid-proof".into()))
@@ -359,12 +361,13 @@ fn server_final_is_checked() {
         ScramError::InvalidServerSignature
     );
     client.verify_server_final(&good).unwrap();
+    assert!(!client.channel_bound(), "no binding was asked for");
     // A server that knows the StoredKey but not the ServerKey cannot pass.
-    let (client, _) = ready();
+    let (mut client, _) = ready();
     let mut impostor = secret.clone();
     impostor.server_key = [0; 32];
     let mut server = ScramServer::new("user", Some(impostor), &SEED);
-    let (mut other, first) = ScramClient::new();
+    let (mut other, first) = ScramClient::new(Gs2::No);
     other
         .handle_server_first(&server.handle_client_first(&first).unwrap())
         .unwrap();
@@ -382,7 +385,7 @@ fn server_final_is_checked() {
         ScramError::InvalidServerSignature
     );
     // Out of order calls.
-    let (mut fresh, _) = ScramClient::new();
+    let (mut fresh, _) = ScramClient::new(Gs2::No);
     assert_eq!(
         fresh.client_final(&keys).unwrap_err(),
         ScramError::OutOfOrder
@@ -452,4 +455,37 @@ fn cache_is_shared_across_threads() {
     let keys: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     assert!(keys.windows(2).all(|w| w[0] == w[1]));
     assert!((1..=4).contains(&cache.computations()));
+}
+
+/// SCRAM-SHA-256-PLUS: the gs2 header names tls-server-end-point, and c=
+/// carries it with the certificate hash, byte for byte as postgres-protocol's
+/// client (a second implementation) builds it; the exchange is channel-bound
+/// only once the server's signature is checked.
+#[test]
+fn plus_binds_the_certificate_hash_into_c() {
+    let hash = vec![0xAB; 32];
+    let (mut client, first) = ScramClient::new(Gs2::ServerEndPoint(hash.clone()));
+    assert_eq!(client.mechanism(), "SCRAM-SHA-256-PLUS");
+    assert!(first.starts_with(b"p=tls-server-end-point,,n=,r="));
+    let nonce = String::from_utf8(first[29..].to_vec()).unwrap();
+    let server_first = format!("r={nonce}srv,s={RFC_SALT},i=4096");
+    let keys = ScramKeys::from_password("pencil", &crypto::b64_decode(RFC_SALT).unwrap(), 4096);
+    client.handle_server_first(server_first.as_bytes()).unwrap();
+    let ours = String::from_utf8(client.client_final(&keys).unwrap()).unwrap();
+
+    let mut theirs = ScramSha256::new(b"pencil", ChannelBinding::tls_server_end_point(hash));
+    let their_nonce = String::from_utf8(theirs.message()[29..].to_vec()).unwrap();
+    theirs
+        .update(format!("r={their_nonce}srv,s={RFC_SALT},i=4096").as_bytes())
+        .unwrap();
+    let theirs = String::from_utf8(theirs.message().to_vec()).unwrap();
+    let c = |m: &str| m.split(',').next().unwrap().to_string();
+    assert_eq!(c(&ours), c(&theirs));
+    assert!(
+        !client.channel_bound(),
+        "bound before the server's signature"
+    );
+
+    let (plain, _) = ScramClient::new(Gs2::NotOffered);
+    assert_eq!(plain.mechanism(), "SCRAM-SHA-256");
 }

@@ -13,11 +13,12 @@ use super::LinkStatus;
 use super::{
     BackendError, BackendTarget, CancelGate, CancelTarget, Credentials, Link, MAX_INSPECTED,
 };
+use crate::auth::channel_binding::{self, Bound, Channel, Choice, Gs2, Request};
 use crate::auth::{
     md5_password_hash, md5_salted_response, SaltedPasswordCache, ScramClient, ScramCredential,
     ScramKeys, ServerFirst,
 };
-use crate::config::BackendHost;
+use crate::config::ChannelBinding;
 use crate::protocol::messages::{BackendKeyData, ParameterStatus, ReadyForQuery};
 use crate::protocol::tags::{auth, be, encryption};
 use crate::protocol::{be_u32, frontend::split_cstr, Violation};
@@ -67,7 +68,7 @@ impl Link {
             .map_err(|e| BackendError::Protocol(e.to_string()))?;
         write(&mut link.stream, &out).await?;
 
-        authenticate(&mut link, &target.user, creds, cache).await?;
+        authenticate(&mut link, &target.user, creds, cache, tls.channel_binding).await?;
         let authed = Instant::now();
         link.timings.auth = authed - connected;
         read_until_ready(&mut link).await?;
@@ -107,12 +108,14 @@ async fn negotiate_tls(
         .map_err(|e| BackendError::Read(e.into()))?;
     match answer[0] {
         encryption::SSL_ACCEPTED => {
-            let host = match &target.host {
-                BackendHost::Tcp(h) => h.clone(),
-                BackendHost::Unix(_) => "localhost".to_string(),
-            };
+            // The name is `host` even when `hostaddr` gave the address.
             stream
-                .connect_tls(connector, &host, tls.verify_hostname())
+                .connect_tls(
+                    connector,
+                    tls.server_name(),
+                    tls.verify_hostname(),
+                    tls.send_sni(),
+                )
                 .await
                 .map_err(|e| BackendError::Tls(format!("TLS handshake with {} failed: {e}", target.describe())))
         }
@@ -148,15 +151,18 @@ fn unexpected(tag: u8, phase: &str) -> BackendError {
     ))
 }
 
-/// Answers whatever authentication request the server makes.
+/// Answers whatever authentication request the server makes, under
+/// `channel_binding` as libpq (see [`channel_binding`]).
 async fn authenticate(
     link: &mut Link,
     user: &str,
     creds: &Credentials,
     cache: &Arc<SaltedPasswordCache>,
+    policy: ChannelBinding,
 ) -> Result<(), BackendError> {
     let mut out = BytesMut::with_capacity(256);
     let mut scram: Option<ScramClient> = None;
+    let refused = |m: &str| BackendError::Auth(m.to_string());
     loop {
         let (tag, body) = next(link).await?;
         match tag {
@@ -166,7 +172,20 @@ async fn authenticate(
             _ => return Err(unexpected(tag, "authentication")),
         }
         out.clear();
-        match be_u32(&body) {
+        let code = be_u32(&body);
+        let request = match code {
+            auth::OK => Request::Ok,
+            auth::SASL | auth::SASL_CONTINUE | auth::SASL_FINAL => Request::Sasl,
+            _ => Request::Other,
+        };
+        let bound = match &scram {
+            Some(c) if c.channel_bound() => Bound::Yes,
+            _ => Bound::No,
+        };
+        // Before answering anything: under require, no password (not even
+        // its md5 hash) goes to a server that has not proved its certificate.
+        channel_binding::check_request(policy, request, bound).map_err(refused)?;
+        match code {
             auth::OK => return Ok(()),
             auth::CLEARTEXT_PASSWORD => {
                 let pw = creds.password.as_deref().ok_or_else(|| {
@@ -193,15 +212,21 @@ async fn authenticate(
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
             auth::SASL => {
-                if !sasl_offers(&body[4..], "SCRAM-SHA-256") {
-                    return Err(BackendError::Auth(
-                        "server offered no SASL mechanism pgharbor supports".into(),
-                    ));
-                }
-                let (client, first) = ScramClient::new();
-                scram = Some(client);
-                frontend::sasl_initial_response("SCRAM-SHA-256", &first, &mut out)
+                let offered = sasl_mechanisms(&body[4..]);
+                let channel = if link.stream.is_tls() {
+                    Channel::Tls
+                } else {
+                    Channel::Plain
+                };
+                let gs2 =
+                    match channel_binding::select(policy, &offered, channel).map_err(refused)? {
+                        Choice::Plus => Gs2::ServerEndPoint(server_end_point(link)?),
+                        Choice::Plain(flag) => flag.into(),
+                    };
+                let (client, first) = ScramClient::new(gs2);
+                frontend::sasl_initial_response(client.mechanism(), &first, &mut out)
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
+                scram = Some(client);
             }
             auth::SASL_CONTINUE => {
                 let client = scram.as_mut().ok_or_else(|| unexpected(tag, "SASL"))?;
@@ -216,7 +241,7 @@ async fn authenticate(
                     .map_err(|e| BackendError::Protocol(e.to_string()))?;
             }
             auth::SASL_FINAL => {
-                let client = scram.as_ref().ok_or_else(|| unexpected(tag, "SASL"))?;
+                let client = scram.as_mut().ok_or_else(|| unexpected(tag, "SASL"))?;
                 client.verify_server_final(&body[4..]).map_err(|e| {
                     BackendError::Auth(format!("server signature check failed: {e}"))
                 })?;
@@ -232,17 +257,29 @@ async fn authenticate(
     }
 }
 
-fn sasl_offers(mut list: &[u8], wanted: &str) -> bool {
+/// The mechanism names of AuthenticationSASL (names that are not UTF-8
+/// cannot be ours and are skipped).
+fn sasl_mechanisms(mut list: &[u8]) -> Vec<&str> {
+    let mut names = Vec::new();
     while let Some((name, rest)) = split_cstr(list) {
         if name.is_empty() {
             break;
         }
-        if name == wanted.as_bytes() {
-            return true;
+        if let Ok(name) = std::str::from_utf8(name) {
+            names.push(name);
         }
         list = rest;
     }
-    false
+    names
+}
+
+/// tls-server-end-point data for SCRAM-SHA-256-PLUS: the hash of the
+/// certificate this TLS session was made with.
+fn server_end_point(link: &Link) -> Result<Vec<u8>, BackendError> {
+    let cert = link.stream.peer_certificate().ok_or_else(|| {
+        BackendError::Auth("could not get server certificate for channel binding".into())
+    })?;
+    crate::tls::channel_binding::server_end_point(&cert).map_err(BackendError::Auth)
 }
 
 /// SCRAM keys for the server's salt: the passthrough keys if they fit, else

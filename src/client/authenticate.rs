@@ -45,8 +45,15 @@ pub async fn authenticate(
     match method {
         AuthMethod::Trust => Ok(Proof::Verified),
         AuthMethod::Md5 => match secret {
-            Some(s @ Secret::Scram(_)) => scram(stream, buf, user, Some(s), mock_seed).await,
-            _ => md5(stream, buf, user, secret).await,
+            Some(s @ (Secret::Plain { .. } | Secret::Md5 { .. })) => {
+                md5(stream, buf, user, s).await
+            }
+            // A SCRAM secret cannot check an md5 answer; and an unknown user
+            // gets what PostgreSQL gives an unknown role in md5 mode, a mock
+            // exchange in password_encryption's method (scram-sha-256 by
+            // default, auth.c's CheckPWChallengeAuth), so the first message
+            // cannot tell that the user does not exist.
+            Some(Secret::Scram(_)) | None => scram(stream, buf, user, secret, mock_seed).await,
         },
         AuthMethod::ScramSha256 => scram(stream, buf, user, secret, mock_seed).await,
     }
@@ -71,7 +78,7 @@ async fn md5(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     user: &str,
-    secret: Option<&Secret>,
+    secret: &Secret,
 ) -> Result<Proof, ClientError> {
     let mut salt = [0u8; 4];
     rand::thread_rng().fill_bytes(&mut salt);
@@ -81,8 +88,8 @@ async fn md5(
     let (body, total) = read_auth_message(stream, buf).await?;
     buf.consume(total);
     let response = parse_password(&body)?;
-    match secret.map(|s| md5_verify(s, user, salt, response)) {
-        Some(Md5Outcome::Accepted) => Ok(Proof::Verified),
+    match md5_verify(secret, user, salt, response) {
+        Md5Outcome::Accepted => Ok(Proof::Verified),
         _ => Err(auth_failed(user)),
     }
 }

@@ -19,7 +19,13 @@ use std::time::Duration;
 use super::{BackendHost, ConnInfo};
 use crate::tls::SslMode;
 
+mod tls;
+mod unsupported;
 mod uri;
+
+pub use tls::{
+    ChannelBinding, ClientCertMode, Compression, ServerName, Sni, TlsOptions, TlsProtocol,
+};
 
 /// Shown instead of a password in `Debug`, `Display` and `redacted()`.
 const HIDDEN: &str = "********";
@@ -65,6 +71,15 @@ pub enum ConnInfoError {
     /// A Linux abstract-namespace socket (`host=@name`).
     #[error("abstract Unix socket \"{0}\" is not supported: give a socket directory starting with \"/\"")]
     AbstractSocket(String),
+    /// A libpq keyword (or value) pgharbor does not implement; refused
+    /// rather than accepted and ignored.
+    #[error("\"{key}\" is not supported by pgharbor: {reason}")]
+    Unsupported {
+        /// The keyword.
+        key: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// A malformed `postgresql://` URI.
     #[error("invalid URI: {0}")]
     Uri(String),
@@ -82,6 +97,8 @@ impl Default for ConnInfo {
             socketsslmode: SslMode::Disable,
             sslrootcert: None,
             connect_timeout: None,
+            server_name: ServerName::Host,
+            tls: TlsOptions::default(),
             extra: BTreeMap::new(),
         }
     }
@@ -110,7 +127,14 @@ impl ConnInfo {
             BackendHost::Tcp(h) => h.clone(),
             BackendHost::Unix(dir) => dir.display().to_string(),
         };
-        push_pair(&mut out, "host", &host);
+        match &self.server_name {
+            ServerName::Host => push_pair(&mut out, "host", &host),
+            ServerName::Named(name) => {
+                push_pair(&mut out, "host", name);
+                push_pair(&mut out, "hostaddr", &host);
+            }
+            ServerName::Unnamed => push_pair(&mut out, "hostaddr", &host),
+        }
         push_pair(&mut out, "port", &self.port.to_string());
         let optional = [
             ("dbname", self.dbname.as_deref()),
@@ -130,6 +154,9 @@ impl ConnInfo {
         if let Some(timeout) = self.connect_timeout {
             push_pair(&mut out, "connect_timeout", &timeout.as_secs().to_string());
         }
+        for (key, value) in self.tls.pairs() {
+            push_pair(&mut out, key, &value);
+        }
         for (key, value) in &self.extra {
             push_pair(&mut out, key, if is_secret(key) { HIDDEN } else { value });
         }
@@ -141,6 +168,16 @@ impl ConnInfo {
         match &self.host {
             BackendHost::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
             BackendHost::Tcp(_) => None,
+        }
+    }
+
+    /// The name verify-full checks and SNI sends: `host`, also when
+    /// `hostaddr` gives the address; None with `hostaddr` alone or a socket.
+    pub fn tls_server_name(&self) -> Option<&str> {
+        match (&self.server_name, &self.host) {
+            (ServerName::Named(name), _) => Some(name),
+            (ServerName::Host, BackendHost::Tcp(host)) => Some(host),
+            (ServerName::Host, BackendHost::Unix(_)) | (ServerName::Unnamed, _) => None,
         }
     }
 
@@ -176,6 +213,8 @@ impl fmt::Debug for ConnInfo {
             .field("socketsslmode", &self.socketsslmode)
             .field("sslrootcert", &self.sslrootcert)
             .field("connect_timeout", &self.connect_timeout)
+            .field("server_name", &self.server_name)
+            .field("tls", &self.tls)
             .field("extra", &extra)
             .finish()
     }
@@ -306,6 +345,15 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
     let mut host = None;
     let mut hostaddr = None;
     for (key, value) in pairs {
+        // Ahead of LIBPQ_KEYWORDS, which may still name some of these.
+        if tls::KEYWORDS.contains(&key.as_str()) {
+            tls::apply(&mut info, &key, value)?;
+            continue;
+        }
+        if unsupported::covers(&key) {
+            unsupported::check(&key, &value)?;
+            continue;
+        }
         match key.as_str() {
             "host" => host = parse_host("host", value)?,
             "hostaddr" => hostaddr = parse_hostaddr(value)?,
@@ -324,9 +372,19 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             _ => return Err(ConnInfoError::UnknownKeyword(key)),
         }
     }
-    // As in libpq, hostaddr is where we connect; host only names it.
-    if let Some(h) = hostaddr.or(host) {
-        info.host = h;
+    tls::finish(&info.tls)?;
+    // As in libpq, hostaddr is where we connect; host then names the server
+    // for verify-full and SNI.
+    match (hostaddr, host) {
+        (Some(addr), host) => {
+            info.server_name = match host {
+                Some(BackendHost::Tcp(name)) => ServerName::Named(name),
+                _ => ServerName::Unnamed,
+            };
+            info.host = addr;
+        }
+        (None, Some(host)) => info.host = host,
+        (None, None) => {}
     }
     Ok(info)
 }

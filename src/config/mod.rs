@@ -25,7 +25,10 @@ mod pool;
 mod raw;
 mod validate;
 
-pub use conninfo::ConnInfoError;
+pub use conninfo::{
+    ChannelBinding, ClientCertMode, Compression, ConnInfoError, ServerName, Sni, TlsOptions,
+    TlsProtocol,
+};
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
 
@@ -366,6 +369,11 @@ pub struct ConnInfo {
     pub sslrootcert: Option<PathBuf>,
     /// `connect_timeout` (seconds in libpq), if given.
     pub connect_timeout: Option<Duration>,
+    /// Where the name for verify-full and SNI comes from (`host`, also
+    /// when `hostaddr` gives the address, as in libpq).
+    pub server_name: ServerName,
+    /// The other TLS keywords (`sslcert`, `channel_binding`, ...).
+    pub tls: TlsOptions,
     /// `application_name`, `options` and any other key libpq accepts that we pass through as startup parameters.
     pub extra: BTreeMap<String, String>,
 }

@@ -275,6 +275,10 @@ fn database(
     conninfo.sslrootcert = conninfo
         .sslrootcert
         .map(|p| resolve(p.to_string_lossy().into_owned()));
+    conninfo.tls.resolve_paths(resolve);
+    conninfo
+        .check_tls()
+        .map_err(|e| ConfigError::invalid(&conninfo_key, e))?;
     // libpq falls back to ~/.postgresql/root.crt; a pooler should not depend
     // on its service account's home directory, so the CA must be named.
     let mode = conninfo.tls_mode();

@@ -39,6 +39,17 @@ pub enum TlsError {
     /// A backend's `sslrootcert` cannot be used.
     #[error("{0}")]
     RootCert(String),
+    /// A backend's client certificate (`sslcert`, `sslkey`) cannot be used.
+    #[error("{0}")]
+    ClientCert(String),
+    /// A database entry's backend TLS cannot be set up.
+    #[error("{key}: {source}")]
+    Database {
+        /// `databases.NAME.conninfo`.
+        key: String,
+        /// Why.
+        source: Box<TlsError>,
+    },
     /// Certificate and key do not form a usable identity.
     #[error("tls.cert_file/tls.key_file: {0}")]
     Identity(String),

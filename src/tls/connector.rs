@@ -1,12 +1,19 @@
 //! TLS toward PostgreSQL, with libpq's meanings of `sslmode`: `socketsslmode`
-//! for Unix-socket backends, `sslmode` for TCP ones.
+//! for Unix-socket backends, `sslmode` for TCP ones; and of the other TLS
+//! keywords (client certificate, CRLs, protocol versions, SNI, compression).
 
 use std::path::Path;
 use std::sync::Arc;
 
-use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode, SslVersion};
+use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::x509::store::X509Lookup;
+use openssl::x509::verify::X509VerifyFlags;
 
-use super::{SslMode, TlsError};
+use super::{client_cert, SslMode, TlsError};
+use crate::config::{
+    BackendHost, ChannelBinding, ClientCertMode, Compression, Config, ConnInfo, Sni, TlsOptions,
+    TlsProtocol,
+};
 
 /// How one pool talks TLS to its server; built once per pool.
 #[derive(Clone)]
@@ -15,7 +22,12 @@ pub struct BackendTls {
     pub mode: SslMode,
     /// Whether the backend is a Unix socket (for error messages).
     pub unix: bool,
+    /// `channel_binding`, which the SCRAM exchange needs.
+    pub channel_binding: ChannelBinding,
     connector: Option<Arc<SslConnector>>,
+    /// What verify-full checks and SNI sends: `host`, even with `hostaddr`.
+    server_name: Option<String>,
+    sni: Sni,
 }
 
 impl std::fmt::Debug for BackendTls {
@@ -23,6 +35,8 @@ impl std::fmt::Debug for BackendTls {
         f.debug_struct("BackendTls")
             .field("mode", &self.mode)
             .field("unix", &self.unix)
+            .field("server_name", &self.server_name)
+            .field("channel_binding", &self.channel_binding)
             .finish()
     }
 }
@@ -44,21 +58,52 @@ impl BackendTls {
         BackendTls {
             mode: SslMode::Disable,
             unix: false,
+            channel_binding: ChannelBinding::Prefer,
             connector: None,
+            server_name: None,
+            sni: Sni::Send,
         }
     }
 
-    /// Builds the connector for `mode`; verify-ca and verify-full need `rootcert`.
-    pub fn new(mode: SslMode, unix: bool, rootcert: Option<&Path>) -> Result<Self, TlsError> {
+    /// The TLS of a database entry's backends. Reads the certificate files,
+    /// so `pgharbor check` and start-up call it too: a bad key is reported
+    /// before any client comes.
+    pub fn for_conninfo(info: &ConnInfo) -> Result<Self, TlsError> {
+        let mode = info.tls_mode();
+        let unix = matches!(info.host, BackendHost::Unix(_));
         let connector = match mode {
             SslMode::Disable | SslMode::Allow => None,
-            _ => Some(Arc::new(build(mode, rootcert)?)),
+            _ => Some(Arc::new(build(
+                mode,
+                info.sslrootcert.as_deref(),
+                &info.tls,
+            )?)),
         };
         Ok(BackendTls {
             mode,
             unix,
+            channel_binding: info.tls.channel_binding,
             connector,
+            server_name: info.tls_server_name().map(str::to_string),
+            sni: info.tls.sni,
         })
+    }
+
+    /// Builds the connector for `mode` alone (libpq's defaults for the rest);
+    /// verify-ca and verify-full need `rootcert`.
+    pub fn new(mode: SslMode, unix: bool, rootcert: Option<&Path>) -> Result<Self, TlsError> {
+        let info = ConnInfo {
+            host: if unix {
+                BackendHost::Unix("/".into())
+            } else {
+                BackendHost::Tcp("localhost".into())
+            },
+            sslmode: mode,
+            socketsslmode: mode,
+            sslrootcert: rootcert.map(Path::to_path_buf),
+            ..ConnInfo::default()
+        };
+        Self::for_conninfo(&info)
     }
 
     /// The opening libpq would make in this mode. `allow` starts in plain, like
@@ -81,6 +126,17 @@ impl BackendTls {
         self.mode == SslMode::VerifyFull
     }
 
+    /// The name to check and send: `host` (not `hostaddr`); "localhost" for
+    /// a socket, which has none.
+    pub fn server_name(&self) -> &str {
+        self.server_name.as_deref().unwrap_or("localhost")
+    }
+
+    /// Whether to send SNI (`sslsni`); never without a name.
+    pub fn send_sni(&self) -> bool {
+        self.sni == Sni::Send && self.server_name.is_some()
+    }
+
     /// The error for a server that answered `N` where TLS is required.
     pub fn refused_message(&self) -> String {
         if self.unix {
@@ -91,35 +147,125 @@ impl BackendTls {
     }
 }
 
-fn build(mode: SslMode, rootcert: Option<&Path>) -> Result<SslConnector, TlsError> {
+/// Builds every database entry's backend TLS once, as `pgharbor check` and
+/// start-up do, so an unreadable key or a wrong `sslpassword` is reported
+/// before the first client rather than to it.
+pub fn check_databases(config: &Config) -> Result<(), TlsError> {
+    for (name, db) in &config.databases {
+        BackendTls::for_conninfo(&db.conninfo).map_err(|e| TlsError::Database {
+            key: format!("databases.{name}.conninfo"),
+            source: Box::new(e),
+        })?;
+    }
+    Ok(())
+}
+
+fn version(v: Option<TlsProtocol>) -> Option<SslVersion> {
+    v.map(|v| match v {
+        TlsProtocol::Tls1_0 => SslVersion::TLS1,
+        TlsProtocol::Tls1_1 => SslVersion::TLS1_1,
+        TlsProtocol::Tls1_2 => SslVersion::TLS1_2,
+        TlsProtocol::Tls1_3 => SslVersion::TLS1_3,
+    })
+}
+
+fn build(
+    mode: SslMode,
+    rootcert: Option<&Path>,
+    opts: &TlsOptions,
+) -> Result<SslConnector, TlsError> {
     let err = |e: openssl::error::ErrorStack| TlsError::Identity(e.to_string());
     let mut b = SslConnector::builder(SslMethod::tls_client()).map_err(err)?;
-    b.set_min_proto_version(Some(SslVersion::TLS1_2))
-        .map_err(err)?;
-    match mode {
-        SslMode::VerifyCa | SslMode::VerifyFull => {
-            let Some(root) = rootcert else {
-                return Err(TlsError::RootCert(format!(
-                    "sslmode={mode} needs sslrootcert in the database conninfo"
-                )));
-            };
+    let versions = |what: &str, e: openssl::error::ErrorStack| {
+        TlsError::Identity(format!("could not set {what} SSL protocol version: {e}"))
+    };
+    b.set_min_proto_version(version(opts.min_protocol))
+        .map_err(|e| versions("minimum", e))?;
+    b.set_max_proto_version(version(opts.max_protocol))
+        .map_err(|e| versions("maximum", e))?;
+    if opts.compression == Compression::Requested {
+        b.clear_options(SslOptions::NO_COMPRESSION);
+    }
+    // libpq's require checks nothing, unless a root certificate is given,
+    // which then behaves like verify-ca.
+    let root = match (mode, rootcert) {
+        (SslMode::VerifyCa | SslMode::VerifyFull, None) => {
+            return Err(TlsError::RootCert(format!(
+                "sslmode={mode} needs sslrootcert in the database conninfo"
+            )))
+        }
+        (_, root) => root,
+    };
+    match root {
+        Some(root) => {
             b.set_ca_file(root)
                 .map_err(|e| TlsError::RootCert(format!("sslrootcert {}: {e}", root.display())))?;
             b.set_verify(SslVerifyMode::PEER);
+            load_crls(&mut b, opts)?;
         }
-        // libpq's require checks nothing (unless a root certificate is given,
-        // which then behaves like verify-ca).
-        _ => match rootcert {
-            Some(root) => {
-                b.set_ca_file(root).map_err(|e| {
-                    TlsError::RootCert(format!("sslrootcert {}: {e}", root.display()))
-                })?;
-                b.set_verify(SslVerifyMode::PEER);
+        None => b.set_verify(SslVerifyMode::NONE),
+    }
+    if let (ClientCertMode::Allow, Some(cert), Some(key)) =
+        (opts.cert_mode, &opts.sslcert, &opts.sslkey)
+    {
+        if let Some(id) = client_cert::load(cert, key, opts.sslpassword.as_deref())? {
+            let e = |e: openssl::error::ErrorStack| TlsError::ClientCert(e.to_string());
+            b.set_certificate(&id.leaf).map_err(e)?;
+            for c in id.chain {
+                b.add_extra_chain_cert(c).map_err(e)?;
             }
-            None => b.set_verify(SslVerifyMode::NONE),
-        },
+            b.set_private_key(&id.key).map_err(e)?;
+            b.check_private_key().map_err(|e| {
+                TlsError::ClientCert(format!(
+                    "certificate does not match private key file \"{}\": {e}",
+                    key.display()
+                ))
+            })?;
+        }
     }
     Ok(b.build())
+}
+
+/// `sslcrl` and `sslcrldir`, checked against the whole chain, only where a
+/// root certificate verifies it. As libpq: a CRL that cannot be loaded is
+/// ignored ("we do not require CRL"), here with a warning.
+fn load_crls(b: &mut openssl::ssl::SslConnectorBuilder, opts: &TlsOptions) -> Result<(), TlsError> {
+    if opts.sslcrl.is_none() && opts.sslcrldir.is_none() {
+        return Ok(());
+    }
+    let store = b.cert_store_mut();
+    let mut loaded = false;
+    if let Some(file) = &opts.sslcrl {
+        let lookup = store
+            .add_lookup(X509Lookup::file())
+            .map_err(|e| TlsError::RootCert(e.to_string()))?;
+        match lookup.load_crl_file(file, SslFiletype::PEM) {
+            Ok(_) => loaded = true,
+            Err(e) => {
+                tracing::warn!(sslcrl = %file.display(), error = %e, "sslcrl not loaded; no CRL check (as libpq)")
+            }
+        }
+    }
+    if let Some(dir) = &opts.sslcrldir {
+        let lookup = store
+            .add_lookup(X509Lookup::hash_dir())
+            .map_err(|e| TlsError::RootCert(e.to_string()))?;
+        match lookup.add_dir(&dir.to_string_lossy(), SslFiletype::PEM) {
+            Ok(()) if dir.is_dir() => loaded = true,
+            Ok(()) => {
+                tracing::warn!(sslcrldir = %dir.display(), "sslcrldir is not a directory; no CRL check (as libpq)")
+            }
+            Err(e) => {
+                tracing::warn!(sslcrldir = %dir.display(), error = %e, "sslcrldir not loaded; no CRL check (as libpq)")
+            }
+        }
+    }
+    if loaded {
+        store
+            .set_flags(X509VerifyFlags::CRL_CHECK | X509VerifyFlags::CRL_CHECK_ALL)
+            .map_err(|e| TlsError::RootCert(e.to_string()))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

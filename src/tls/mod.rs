@@ -1,10 +1,13 @@
-//! TLS: the per-transport policy and the native-tls acceptor/connector; the
-//! only place that knows about certificates.
+//! TLS: the per-transport policy, the OpenSSL acceptor and connector, the
+//! client certificate toward servers and channel-binding data; the only
+//! place that knows about certificates.
 
 pub mod acceptor;
+pub mod channel_binding;
+mod client_cert;
 pub mod connector;
 pub mod policy;
 
 pub use acceptor::{build_acceptor, Acceptor, TlsError};
-pub use connector::BackendTls;
+pub use connector::{check_databases, BackendTls};
 pub use policy::{SslMode, Transport};

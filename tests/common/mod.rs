@@ -24,6 +24,7 @@ pub mod clients;
 pub mod diff;
 pub mod ext;
 pub mod pg;
+pub mod pki;
 pub mod pooler;
 pub mod secrets;
 pub mod tls;

@@ -55,6 +55,16 @@ pub struct PgCluster {
     watchdog: Mutex<Option<Child>>,
 }
 
+/// What a test chooses about a [`PgCluster::start_custom`] cluster.
+pub struct Custom {
+    /// Writes ca.crt, ca.key, server.crt and server.key into the directory.
+    pub certs: Box<dyn Fn(&Path)>,
+    /// The whole pg_hba.conf.
+    pub hba: String,
+    /// Lines appended to postgresql.conf (e.g. `ssl_ca_file`).
+    pub conf: String,
+}
+
 static SHARED: OnceLock<PgCluster> = OnceLock::new();
 static SHARED18: OnceLock<Option<PgCluster>> = OnceLock::new();
 
@@ -76,7 +86,7 @@ impl PgCluster {
         SHARED18
             .get_or_init(|| match pg18_bindir() {
                 Ok(bin) => {
-                    let cluster = PgCluster::start_in(bin, false, free_port_below_32768);
+                    let cluster = PgCluster::start_in(bin, false, free_port_below_32768, None);
                     let version = cluster.psql_ok("postgres", "SHOW server_version_num");
                     assert!(
                         version.starts_with("18"),
@@ -102,13 +112,20 @@ impl PgCluster {
     /// Creates, configures and starts a new cluster; panics with the relevant
     /// log when any step fails.
     pub fn start() -> PgCluster {
-        PgCluster::start_in(find_bindir(), true, free_port)
+        PgCluster::start_in(find_bindir(), true, free_port, None)
+    }
+
+    /// A private PostgreSQL 15 cluster with TLS material and pg_hba chosen by
+    /// the test (see [`Custom`]), on a port below 32768. Same roles and
+    /// database as [`PgCluster::start`]; stopped and removed on drop.
+    pub fn start_custom(custom: &Custom) -> PgCluster {
+        PgCluster::start_in(find_bindir(), true, free_port_below_32768, Some(custom))
     }
 
     /// [`PgCluster::start`] with the server binaries in `bin`, with or
     /// without TLS (certificates made and `ssl = on`), on the port `port`
     /// picks (called after initdb, just before the configuration is written).
-    fn start_in(bin: PathBuf, tls: bool, port: fn() -> u16) -> PgCluster {
+    fn start_in(bin: PathBuf, tls: bool, port: fn() -> u16, custom: Option<&Custom>) -> PgCluster {
         let user = server_user();
         let dir = unique_temp_dir("pg");
         let pidfile = dir.join("harness-postmaster.pid");
@@ -120,7 +137,10 @@ impl PgCluster {
         std::fs::create_dir(&sock).expect("mkdir sock");
         if tls {
             std::fs::create_dir(&certs).expect("mkdir certs");
-            make_certificates(&certs);
+            match custom {
+                Some(c) => (c.certs)(&certs),
+                None => make_certificates(&certs),
+            }
             for f in ["server.key", "ca.key"] {
                 std::fs::set_permissions(certs.join(f), std::fs::Permissions::from_mode(0o600))
                     .expect("chmod key");
@@ -180,15 +200,16 @@ impl PgCluster {
             sock = sock.display(),
         )
         .expect("write postgresql.conf");
-        std::fs::write(
-            data.join("pg_hba.conf"),
-            "# pgharbor test harness\n\
+        if let Some(c) = custom {
+            writeln!(conf, "{}", c.conf).expect("write postgresql.conf");
+        }
+        let default_hba = "# pgharbor test harness\n\
              local all all trust\n\
              host all trust_user 127.0.0.1/32 trust\n\
              host all md5_user 127.0.0.1/32 md5\n\
-             host all all 127.0.0.1/32 scram-sha-256\n",
-        )
-        .expect("write pg_hba.conf");
+             host all all 127.0.0.1/32 scram-sha-256\n";
+        let hba = custom.map_or(default_hba, |c| c.hba.as_str());
+        std::fs::write(data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
         chown_recursive(&data, user);
 
         let log_file = std::fs::File::create(&log).expect("create postgres.log");

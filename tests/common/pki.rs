@@ -1,0 +1,107 @@
+//! A test PKI for backend TLS made with the openssl CLI: a CA, a server
+//! certificate that names only `db.pgharbor.test` (so its name differs from
+//! the 127.0.0.1 it is reached at), a client certificate for `cert_user`
+//! (plain and passphrase-encrypted keys), and CRLs before and after the
+//! server certificate is revoked (a file, and a directory prepared with
+//! `openssl rehash`). In a temp dir removed on drop.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::util::unique_temp_dir;
+
+/// The only name in the server certificate.
+pub const SERVER_NAME: &str = "db.pgharbor.test";
+/// The role the client certificate is for (its CN).
+pub const CERT_USER: &str = "cert_user";
+/// The passphrase of `client_enc.key`.
+pub const KEY_PASSWORD: &str = "key-pass-phrase";
+
+pub struct Pki {
+    pub dir: PathBuf,
+}
+
+impl Pki {
+    pub fn generate() -> Pki {
+        let dir = unique_temp_dir("pki");
+        std::fs::write(
+            dir.join("ca.cnf"),
+            "[ca]\ndefault_ca = testca\n\
+             [testca]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
+             default_md = sha256\ndefault_crl_days = 30\n\
+             certificate = ca.crt\nprivate_key = ca.key\n",
+        )
+        .expect("write ca.cnf");
+        std::fs::write(dir.join("index.txt"), "").expect("index.txt");
+        std::fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+        let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
+        let steps = [
+            format!(
+                "req -x509 {ec} -keyout ca.key -out ca.crt -days 30 -subj /CN=pgharbor-test-CA \
+                 -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign"
+            ),
+            format!("req -new {ec} -keyout server.key -out server.csr -subj /CN={SERVER_NAME}"),
+            "x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt \
+             -days 30 -extfile server.ext"
+                .to_string(),
+            format!("req -new {ec} -keyout client.key -out client.csr -subj /CN={CERT_USER}"),
+            "x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 30"
+                .to_string(),
+            format!("pkey -in client.key -aes256 -passout pass:{KEY_PASSWORD} -out client_enc.key"),
+            "ca -config ca.cnf -gencrl -out empty.crl".to_string(),
+            "ca -config ca.cnf -revoke server.crt".to_string(),
+            "ca -config ca.cnf -gencrl -out revoked.crl".to_string(),
+        ];
+        std::fs::write(
+            dir.join("server.ext"),
+            format!("subjectAltName=DNS:{SERVER_NAME}\nbasicConstraints=CA:FALSE\n"),
+        )
+        .expect("server.ext");
+        for step in &steps {
+            openssl(&dir, &step.split_whitespace().collect::<Vec<_>>());
+        }
+        std::fs::create_dir(dir.join("crldir")).expect("mkdir crldir");
+        std::fs::copy(dir.join("revoked.crl"), dir.join("crldir/revoked.crl")).expect("copy crl");
+        openssl(&dir, &["rehash", "crldir"]);
+        use std::os::unix::fs::PermissionsExt;
+        for key in ["ca.key", "server.key", "client.key", "client_enc.key"] {
+            std::fs::set_permissions(dir.join(key), std::fs::Permissions::from_mode(0o600))
+                .expect("chmod key");
+        }
+        Pki { dir }
+    }
+
+    pub fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+}
+
+/// Copies the CA and the server certificate of the PKI in `pki_dir` into a
+/// cluster's certs dir (for [`super::pg::Custom::certs`]).
+pub fn install_server(pki_dir: &Path, certs: &Path) {
+    for f in ["ca.crt", "ca.key", "server.crt", "server.key"] {
+        std::fs::copy(pki_dir.join(f), certs.join(f)).expect("copy certificate");
+    }
+}
+
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run openssl");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+impl Drop for Pki {
+    fn drop(&mut self) {
+        if std::env::var_os("PGHARBOR_KEEP_TEST_DIRS").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
