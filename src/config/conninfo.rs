@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::{BackendHost, ConnInfo};
 use crate::tls::SslMode;
 
+mod tcp;
 mod uri;
 
 /// Shown instead of a password in `Debug`, `Display` and `redacted()`.
@@ -82,6 +82,7 @@ impl Default for ConnInfo {
             socketsslmode: SslMode::Disable,
             sslrootcert: None,
             connect_timeout: None,
+            tcp: Default::default(),
             extra: BTreeMap::new(),
         }
     }
@@ -127,9 +128,7 @@ impl ConnInfo {
         if let Some(path) = &self.sslrootcert {
             push_pair(&mut out, "sslrootcert", &path.display().to_string());
         }
-        if let Some(timeout) = self.connect_timeout {
-            push_pair(&mut out, "connect_timeout", &timeout.as_secs().to_string());
-        }
+        tcp::push_pairs(self, &mut out);
         for (key, value) in &self.extra {
             push_pair(&mut out, key, if is_secret(key) { HIDDEN } else { value });
         }
@@ -176,6 +175,7 @@ impl fmt::Debug for ConnInfo {
             .field("socketsslmode", &self.socketsslmode)
             .field("sslrootcert", &self.sslrootcert)
             .field("connect_timeout", &self.connect_timeout)
+            .field("tcp", &self.tcp)
             .field("extra", &extra)
             .finish()
     }
@@ -316,7 +316,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             "sslmode" => info.sslmode = parse_sslmode(&key, value)?,
             "socketsslmode" => info.socketsslmode = parse_sslmode(&key, value)?,
             "sslrootcert" => info.sslrootcert = non_empty(value).map(PathBuf::from),
-            "connect_timeout" => info.connect_timeout = parse_timeout(value)?,
+            k if tcp::KEYWORDS.contains(&k) => tcp::set(&mut info, k, value)?,
             "" => return Err(ConnInfoError::EmptyKey),
             k if LIBPQ_KEYWORDS.contains(&k) => {
                 info.extra.insert(key, value);
@@ -397,19 +397,6 @@ fn parse_sslmode(key: &str, value: String) -> Result<SslMode, ConnInfoError> {
         value,
         reason: "expected disable, allow, prefer, require, verify-ca or verify-full".to_string(),
     })
-}
-
-/// Whole seconds as in libpq; zero or negative means no timeout.
-fn parse_timeout(value: String) -> Result<Option<Duration>, ConnInfoError> {
-    match value.trim().parse::<i64>() {
-        Ok(secs) if secs > 0 => Ok(Some(Duration::from_secs(secs.unsigned_abs()))),
-        Ok(_) => Ok(None),
-        Err(_) => Err(ConnInfoError::InvalidValue {
-            key: "connect_timeout".to_string(),
-            value,
-            reason: "expected a whole number of seconds".to_string(),
-        }),
-    }
 }
 
 #[cfg(test)]

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 fn parse(s: &str) -> ConnInfo {
