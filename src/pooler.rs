@@ -159,12 +159,16 @@ impl Pooler {
         let config = self.config();
         let new_auth = self.auth_file();
         for pool in self.pools.all() {
-            // A database removed by the reload keeps what it had until its
-            // clients are gone.
+            // A database removed by the reload, or whose conninfo now names
+            // another user, leaves this pool to its current clients: it
+            // keeps what it had (new clients get another pool).
             let Some(db) = config.databases.get(&pool.key.database) else {
                 continue;
             };
             let user = &pool.key.user;
+            if db.conninfo.user.as_ref().is_some_and(|u| u != user) {
+                continue;
+            }
             let creds = self.credentials_for(user, db.conninfo.password.as_deref());
             let old = old_auth.and_then(|f| f.get(user));
             let new = new_auth.as_ref().and_then(|f| f.get(user));
