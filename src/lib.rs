@@ -6,9 +6,10 @@
 //! and authenticates one connection to PostgreSQL. [`protocol`] is the wire
 //! format without I/O, [`auth`] the credentials and SCRAM/md5 exchanges,
 //! [`tls`] the per-transport TLS policy, [`config`] the TOML file,
-//! [`stream`] the sockets and framed reads, [`pooler`] the shared state of
-//! one running pooler, [`stats`] the overhead report's counters, [`admin`]
-//! the admin console and metrics endpoint, [`report`] `pgharbor report`.
+//! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
+//! user timeout, [`pooler`] the shared state of one running pooler,
+//! [`stats`] the overhead report's counters, [`admin`] the admin console and
+//! metrics endpoint, [`report`] `pgharbor report`.
 
 pub mod admin;
 pub mod auth;
@@ -21,6 +22,7 @@ pub mod pool;
 pub mod pooler;
 pub mod protocol;
 pub mod report;
+pub mod sockopt;
 pub mod stats;
 pub mod stream;
 pub mod tls;

@@ -163,6 +163,10 @@ async fn accept_tcp(l: TcpListener, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>
         match l.accept().await {
             Ok((sock, peer)) => {
                 let _ = sock.set_nodelay(true);
+                // Read per accept, so a RELOAD reaches the next client.
+                if let Err(e) = crate::sockopt::apply(&sock, &pooler.config().listen.tcp) {
+                    tracing::warn!(peer = %peer, error = %e, "cannot set TCP keepalive options");
+                }
                 let ctx = ConnContext {
                     id: next_id.fetch_add(1, Ordering::Relaxed),
                     transport: Transport::for_tcp_peer(&peer),

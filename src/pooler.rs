@@ -16,7 +16,7 @@ use crate::client::cancel::CancelRegistry;
 use crate::client::registry::ClientRegistry;
 use crate::client::ClientError;
 use crate::config::Config;
-use crate::pool::{Pool, PoolKey, PoolRegistry, PoolSettings};
+use crate::pool::{LentKeys, Pool, PoolKey, PoolRegistry, PoolSettings};
 use crate::protocol::PgError;
 use crate::stats::Stats;
 use crate::tls::{build_acceptor, Acceptor, BackendTls, TlsError};
@@ -139,14 +139,45 @@ impl Pooler {
         if let Ok(mut t) = self.tls.write() {
             *t = tls;
         }
-        if let Ok(mut a) = self.auth_file.write() {
-            *a = auth_file;
-        }
+        let old_auth = match self.auth_file.write() {
+            Ok(mut a) => std::mem::replace(&mut *a, auth_file),
+            Err(_) => None,
+        };
         if let Ok(mut c) = self.config.write() {
             *c = Arc::new(config);
         }
+        self.refresh_credentials(old_auth.as_deref());
         self.prewarm();
         Ok(())
+    }
+
+    /// Gives every existing pool the credentials of the reloaded config and
+    /// auth file, for the backends it opens from now on (open ones stay
+    /// logged in). SCRAM keys lent by a client's proof are kept only while
+    /// the auth file still holds the secret they were proved against.
+    fn refresh_credentials(&self, old_auth: Option<&AuthFile>) {
+        let config = self.config();
+        let new_auth = self.auth_file();
+        for pool in self.pools.all() {
+            // A database removed by the reload, or whose conninfo now names
+            // another user, leaves this pool to its current clients: it
+            // keeps what it had (new clients get another pool).
+            let Some(db) = config.databases.get(&pool.key.database) else {
+                continue;
+            };
+            let user = &pool.key.user;
+            if db.conninfo.user.as_ref().is_some_and(|u| u != user) {
+                continue;
+            }
+            let creds = self.credentials_for(user, db.conninfo.password.as_deref());
+            let old = old_auth.and_then(|f| f.get(user));
+            let new = new_auth.as_ref().and_then(|f| f.get(user));
+            let lent = match (old, new) {
+                (Some(Secret::Scram(a)), Some(Secret::Scram(b))) if a == b => LentKeys::Keep,
+                _ => LentKeys::Drop,
+            };
+            pool.replace_credentials(creds, lent);
+        }
     }
 
     /// The TLS acceptor for client handshakes, if a certificate is configured.
@@ -199,6 +230,7 @@ impl Pooler {
                         .clone()
                         .unwrap_or_else(|| database.to_string()),
                     user: backend_user.clone(),
+                    tcp: db.conninfo.tcp,
                 };
                 let creds = self.credentials_for(&backend_user, db.conninfo.password.as_deref());
                 let tls = BackendTls::for_conninfo(&db.conninfo)
@@ -227,6 +259,7 @@ impl Pooler {
                         reserve_timeout: p.reserve_pool_timeout,
                         wait_timeout: p.query_wait_timeout,
                         connect_timeout,
+                        command_timeout: p.server_command_timeout,
                         reset_query: p.server_reset_query.clone(),
                         drain_timeout: p.server_drain_timeout,
                         idle_timeout: p.server_idle_timeout,
@@ -236,15 +269,7 @@ impl Pooler {
                         limits,
                         tls,
                         stats: self.stats.clone(),
-                        startup_params: ["application_name", "options", "client_encoding"]
-                            .iter()
-                            .filter_map(|k| {
-                                db.conninfo
-                                    .extra
-                                    .get(*k)
-                                    .map(|v| (k.to_string(), v.clone()))
-                            })
-                            .collect(),
+                        startup_params: db.conninfo.startup_params(),
                     },
                 )
             })

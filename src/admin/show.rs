@@ -71,6 +71,20 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         "15s",
         true,
     );
+    let opt = |d: Option<Duration>| d.map(dur).unwrap_or_else(|| "0s".into());
+    let k = &l.tcp;
+    let on = k.keepalive == crate::config::Keepalive::On;
+    add("listen.tcp_keepalive", on.to_string(), "true", true);
+    add("listen.tcp_keepidle", opt(k.keepalive_idle), "0s", true);
+    add(
+        "listen.tcp_keepintvl",
+        opt(k.keepalive_interval),
+        "0s",
+        true,
+    );
+    let count = k.keepalive_count.unwrap_or(0).to_string();
+    add("listen.tcp_keepcnt", count, "0", true);
+    add("listen.tcp_user_timeout", opt(k.user_timeout), "0s", true);
     let t = &c.tls;
     add("tls.cert_file", opt_path(t.cert_file.as_deref()), "", true);
     add("tls.key_file", opt_path(t.key_file.as_deref()), "", true);
@@ -130,6 +144,12 @@ pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
         "pool.server_connect_timeout",
         dur(p.server_connect_timeout),
         "15s",
+        false,
+    );
+    add(
+        "pool.server_command_timeout",
+        dur(p.server_command_timeout),
+        "30s",
         false,
     );
     add(

@@ -1,6 +1,37 @@
 //! Why a backend could not be opened or used.
 
+use std::fmt;
+use std::time::Duration;
+
 use crate::stream::ReadError;
+
+/// A statement pgharbor sends on its own behalf, each bounded by
+/// `pool.server_command_timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolerStatement {
+    /// `server_check_query`, before an idle backend is handed out.
+    Check,
+    /// `server_reset_query` (with a ROLLBACK first if a transaction is open).
+    Reset,
+    /// ROLLBACK alone, of a transaction a client left open.
+    Rollback,
+    /// The SETs that give a backend a client's parameters.
+    Settings,
+    /// pgharbor's own Parse or Close of a prepared statement.
+    Prepared,
+}
+
+impl fmt::Display for PoolerStatement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoolerStatement::Check => "server_check_query",
+            PoolerStatement::Reset => "server_reset_query",
+            PoolerStatement::Rollback => "ROLLBACK",
+            PoolerStatement::Settings => "the SET of the client's parameters",
+            PoolerStatement::Prepared => "pgharbor's own statements (SET, Parse, Close)",
+        })
+    }
+}
 
 /// An error PostgreSQL sent, reduced to what a client needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +79,15 @@ pub enum BackendError {
     /// The server asked for something we cannot answer.
     #[error("server login failed: {0}")]
     Auth(String),
+    /// One of pgharbor's own statements got no answer in time; the
+    /// backend is closed.
+    #[error("server did not answer {what} within server_command_timeout ({timeout:?}); pgharbor closed that server connection")]
+    CommandTimeout {
+        /// Which statement.
+        what: PoolerStatement,
+        /// `pool.server_command_timeout`.
+        timeout: Duration,
+    },
     /// The server broke the protocol.
     #[error("server protocol violation: {0}")]
     Protocol(String),

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpStream, UnixStream};
 
 use crate::auth::ScramCredential;
-use crate::config::BackendHost;
+use crate::config::{BackendHost, TcpOptions};
 use bytes::BytesMut;
 
 use crate::protocol::scan::Scanner;
@@ -31,7 +31,7 @@ use crate::stream::Stream;
 use crate::tls::Transport;
 
 pub use cancel::{send_cancel, CANCEL_CONFIRM_LIMIT};
-pub use error::{BackendError, ServerError};
+pub use error::{BackendError, PoolerStatement, ServerError};
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
 pub use ledger::{Ledger, TxStatus, UnnamedKey};
 pub use params::{push_set_config, Applied, AppliedSet, ParamSet};
@@ -43,6 +43,8 @@ pub use status::{LinkStatus, ServerInfo, ServerState};
 /// bulk transfers from being capped by the relay (seeds/002: a small window caps
 /// throughput no matter how fast the link).
 pub const RELAY_BUF: usize = 32 * 1024;
+/// `pool.server_command_timeout`'s default, until the pool sets its own.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 /// Largest server message the pooler reads whole (ParameterStatus, errors, auth).
 pub const MAX_INSPECTED: usize = 1 << 20;
 
@@ -57,6 +59,8 @@ pub struct BackendTarget {
     pub dbname: String,
     /// Role name sent in the startup packet.
     pub user: String,
+    /// Keepalive and user timeout of a TCP connection (libpq's keywords).
+    pub tcp: TcpOptions,
 }
 
 impl BackendTarget {
@@ -94,6 +98,8 @@ impl BackendTarget {
             BackendHost::Tcp(h) => {
                 let s = TcpStream::connect((h.as_str(), self.port)).await?;
                 s.set_nodelay(true)?;
+                // As libpq: before the first byte, so even the login is covered.
+                crate::sockopt::apply(&s, &self.tcp)?;
                 Ok(Stream::Tcp(s))
             }
             BackendHost::Unix(_) => {
@@ -175,6 +181,8 @@ pub struct Link {
     /// The startup packet carried a client's application_name (a pool hint),
     /// so a client that sends none must be given `''` explicitly.
     hinted_app_name: bool,
+    /// Bound on each of the pooler's own statements (`server_command_timeout`).
+    command_timeout: Duration,
     ledger: Ledger,
 }
 
@@ -213,6 +221,7 @@ impl Link {
             timings: BackendTimings::default(),
             queued: BytesMut::new(),
             hinted_app_name: false,
+            command_timeout: DEFAULT_COMMAND_TIMEOUT,
             ledger: Ledger::new(200),
         }
     }
@@ -275,6 +284,16 @@ impl Link {
     /// Records that the startup packet carried a client's application_name.
     pub fn set_hinted_app_name(&mut self, hinted: bool) {
         self.hinted_app_name = hinted;
+    }
+
+    /// Bound on each statement the pooler sends on its own behalf.
+    pub fn command_timeout(&self) -> Duration {
+        self.command_timeout
+    }
+
+    /// Sets [`Link::command_timeout`] (the pool's `server_command_timeout`).
+    pub fn set_command_timeout(&mut self, timeout: Duration) {
+        self.command_timeout = timeout;
     }
 
     /// The protocol state.

@@ -7,7 +7,9 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
 use super::owed::{Expect, Reply};
-use super::{BackendError, Departure, HandOff, Link, ServerError, TxStatus, MAX_INSPECTED};
+use super::{
+    BackendError, Departure, HandOff, Link, PoolerStatement, ServerError, TxStatus, MAX_INSPECTED,
+};
 use crate::protocol::messages::Fields;
 use crate::protocol::scan::Step;
 use crate::protocol::tags::be;
@@ -63,7 +65,27 @@ impl Link {
 
     /// Runs statements and waits for every reply still owed; an error the
     /// server raised for them fails the call (the backend is then suspect).
-    pub async fn run_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+    /// Bounded by [`Link::command_timeout`]: a server that stops answering
+    /// (frozen, or its network gone without a reset) must not hold a pool
+    /// place or a client forever; past it the link is broken, so whoever
+    /// holds it closes it.
+    pub async fn run_queries(
+        &mut self,
+        queries: &[&str],
+        what: PoolerStatement,
+    ) -> Result<(), BackendError> {
+        let timeout = self.command_timeout;
+        match tokio::time::timeout(timeout, self.run_untimed(queries)).await {
+            Ok(done) => done,
+            Err(_) => {
+                self.ledger
+                    .break_with(format!("no answer to {what} within server_command_timeout"));
+                Err(BackendError::CommandTimeout { what, timeout })
+            }
+        }
+    }
+
+    async fn run_untimed(&mut self, queries: &[&str]) -> Result<(), BackendError> {
         self.queue_queries(queries)?;
         self.write_queued().await?;
         self.drain().await?;
@@ -139,14 +161,17 @@ impl Link {
     /// failed transaction, then runs the reset query.
     pub async fn reset(&mut self, reset_query: &str) -> Result<(), BackendError> {
         let mut queries: Vec<&str> = Vec::with_capacity(2);
+        let mut what = PoolerStatement::Reset;
         if self.ledger.tx() != TxStatus::Idle {
             queries.push("ROLLBACK");
+            what = PoolerStatement::Rollback;
         }
         if !reset_query.is_empty() {
             queries.push(reset_query);
+            what = PoolerStatement::Reset;
         }
         if !queries.is_empty() {
-            self.run_queries(&queries).await?;
+            self.run_queries(&queries, what).await?;
         }
         if !reset_query.is_empty() {
             self.ledger.after_reset(reset_query);

@@ -86,10 +86,18 @@ impl ClientError {
     }
 }
 
+/// SQLSTATE 08006, connection_failure: the server connection broke or
+/// stopped answering.
+const CONNECTION_FAILURE: &str = "08006";
+
 /// What a client sees when its backend fails: PostgreSQL's own error where
 /// there is one, otherwise a 08006 naming the server.
 fn backend_error(e: &BackendError) -> PgError {
     match e {
+        BackendError::CommandTimeout { .. } => PgError::fatal(CONNECTION_FAILURE, e.to_string())
+            .with_hint(
+                "The server stopped answering; connect again to get another server connection.",
+            ),
         BackendError::Server(s) => {
             let code = if s.code.len() == 5 {
                 leak_code(&s.code)
@@ -99,7 +107,7 @@ fn backend_error(e: &BackendError) -> PgError {
             PgError::fatal(code, format!("server login failed: {}", s.message))
         }
         BackendError::Auth(msg) => PgError::fatal("08P01", format!("server login failed: {msg}")),
-        other => PgError::fatal("08006", other.to_string()),
+        other => PgError::fatal(CONNECTION_FAILURE, other.to_string()),
     }
 }
 

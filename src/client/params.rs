@@ -132,7 +132,7 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
         return Ok(());
     }
     backend
-        .run_queries(&[&sync_sql])
+        .run_queries(&[&sync_sql], crate::backend::PoolerStatement::Settings)
         .await
         .map_err(|e| match e {
             crate::backend::BackendError::Server(s) => {

@@ -14,11 +14,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use super::{BackendHost, ConnInfo};
 use crate::tls::SslMode;
 
+mod tcp;
 mod tls;
 mod unsupported;
 mod uri;
@@ -99,6 +99,7 @@ impl Default for ConnInfo {
             connect_timeout: None,
             server_name: ServerName::Host,
             tls: TlsOptions::default(),
+            tcp: Default::default(),
             extra: BTreeMap::new(),
         }
     }
@@ -151,9 +152,7 @@ impl ConnInfo {
         if let Some(path) = &self.sslrootcert {
             push_pair(&mut out, "sslrootcert", &path.display().to_string());
         }
-        if let Some(timeout) = self.connect_timeout {
-            push_pair(&mut out, "connect_timeout", &timeout.as_secs().to_string());
-        }
+        tcp::push_pairs(self, &mut out);
         for (key, value) in self.tls.pairs() {
             push_pair(&mut out, key, &value);
         }
@@ -179,6 +178,25 @@ impl ConnInfo {
             (ServerName::Host, BackendHost::Tcp(host)) => Some(host),
             (ServerName::Host, BackendHost::Unix(_)) | (ServerName::Unnamed, _) => None,
         }
+    }
+
+    /// The startup parameters every backend gets from the conninfo, as
+    /// libpq sends them: `application_name` (else
+    /// `fallback_application_name`), `options`, `client_encoding`.
+    pub fn startup_params(&self) -> Vec<(String, String)> {
+        let application_name = self
+            .extra
+            .get("application_name")
+            .or_else(|| self.extra.get("fallback_application_name"));
+        let named = application_name.map(|v| ("application_name", v));
+        let others = ["options", "client_encoding"]
+            .into_iter()
+            .filter_map(|k| self.extra.get(k).map(|v| (k, v)));
+        named
+            .into_iter()
+            .chain(others)
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     /// The TLS policy toward this backend: `socketsslmode` on a Unix socket, `sslmode` on TCP.
@@ -215,6 +233,7 @@ impl fmt::Debug for ConnInfo {
             .field("connect_timeout", &self.connect_timeout)
             .field("server_name", &self.server_name)
             .field("tls", &self.tls)
+            .field("tcp", &self.tcp)
             .field("extra", &extra)
             .finish()
     }
@@ -305,36 +324,15 @@ fn keyword_pairs(s: &str) -> Result<Vec<(String, String)>, ConnInfoError> {
     }
 }
 
-/// The other keywords libpq accepts. `application_name`, `options` and
-/// `client_encoding` become startup parameters of every backend; the rest are
-/// accepted so that a conninfo copied from an application keeps working.
+/// The other keywords libpq accepts, kept as given: `application_name`
+/// (or, without it, `fallback_application_name`), `options` and
+/// `client_encoding` become startup parameters of every backend. The
+/// keywords pgharbor implements itself or refuses are read before these.
 const LIBPQ_KEYWORDS: &[&str] = &[
     "application_name",
     "fallback_application_name",
     "options",
     "client_encoding",
-    "passfile",
-    "channel_binding",
-    "keepalives",
-    "keepalives_idle",
-    "keepalives_interval",
-    "keepalives_count",
-    "tcp_user_timeout",
-    "gssencmode",
-    "requiressl",
-    "sslcompression",
-    "sslcert",
-    "sslkey",
-    "sslpassword",
-    "sslcrl",
-    "sslcrldir",
-    "sslsni",
-    "requirepeer",
-    "ssl_min_protocol_version",
-    "ssl_max_protocol_version",
-    "krbsrvname",
-    "gsslib",
-    "service",
     "target_session_attrs",
     "load_balance_hosts",
 ];
@@ -364,7 +362,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             "sslmode" => info.sslmode = parse_sslmode(&key, value)?,
             "socketsslmode" => info.socketsslmode = parse_sslmode(&key, value)?,
             "sslrootcert" => info.sslrootcert = non_empty(value).map(PathBuf::from),
-            "connect_timeout" => info.connect_timeout = parse_timeout(value)?,
+            k if tcp::KEYWORDS.contains(&k) => tcp::set(&mut info, k, value)?,
             "" => return Err(ConnInfoError::EmptyKey),
             k if LIBPQ_KEYWORDS.contains(&k) => {
                 info.extra.insert(key, value);
@@ -455,19 +453,6 @@ fn parse_sslmode(key: &str, value: String) -> Result<SslMode, ConnInfoError> {
         value,
         reason: "expected disable, allow, prefer, require, verify-ca or verify-full".to_string(),
     })
-}
-
-/// Whole seconds as in libpq; zero or negative means no timeout.
-fn parse_timeout(value: String) -> Result<Option<Duration>, ConnInfoError> {
-    match value.trim().parse::<i64>() {
-        Ok(secs) if secs > 0 => Ok(Some(Duration::from_secs(secs.unsigned_abs()))),
-        Ok(_) => Ok(None),
-        Err(_) => Err(ConnInfoError::InvalidValue {
-            key: "connect_timeout".to_string(),
-            value,
-            reason: "expected a whole number of seconds".to_string(),
-        }),
-    }
 }
 
 #[cfg(test)]

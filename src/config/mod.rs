@@ -23,6 +23,7 @@ mod conninfo;
 mod files;
 mod pool;
 mod raw;
+mod tcp;
 mod validate;
 
 pub use conninfo::{
@@ -31,6 +32,7 @@ pub use conninfo::{
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
+pub use tcp::{Keepalive, TcpOptions};
 
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
 pub const ADMIN_DATABASE: &str = "pgharbor";
@@ -175,6 +177,10 @@ pub struct ListenConfig {
     pub unix_socket_mode: u32,
     /// A client that has not finished logging in by then is closed. Default 15s.
     pub client_login_timeout: Duration,
+    /// Keepalive and user timeout of TCP client sockets (`tcp_keepalive`,
+    /// `tcp_keepidle`, `tcp_keepintvl`, `tcp_keepcnt`, `tcp_user_timeout`).
+    /// Default: keepalive on, system timings.
+    pub tcp: TcpOptions,
 }
 
 /// `[tls]`: certificates and the per-transport policies.
@@ -249,6 +255,10 @@ pub struct PoolConfig {
     pub query_wait_timeout: Duration,
     /// Limit on opening and authenticating one backend. Default 15s.
     pub server_connect_timeout: Duration,
+    /// Limit on each of the pooler's own statements (check, reset, ROLLBACK,
+    /// SETs, Parse and Close): past it the backend is closed and a waiting
+    /// client gets an error. Default 30s.
+    pub server_command_timeout: Duration,
     /// Run when a session is released; `""` skips it. Default `DISCARD ALL`.
     pub server_reset_query: String,
     /// How long SIGTERM waits for sessions to end. Default 30s.
@@ -367,13 +377,15 @@ pub struct ConnInfo {
     pub socketsslmode: SslMode,
     /// `sslrootcert` for verify-ca / verify-full.
     pub sslrootcert: Option<PathBuf>,
-    /// `connect_timeout` (seconds in libpq), if given.
+    /// `connect_timeout` (whole seconds in libpq, at least 2), if given.
     pub connect_timeout: Option<Duration>,
     /// Where the name for verify-full and SNI comes from (`host`, also
     /// when `hostaddr` gives the address, as in libpq).
     pub server_name: ServerName,
     /// The other TLS keywords (`sslcert`, `channel_binding`, ...).
     pub tls: TlsOptions,
+    /// `keepalives*` and `tcp_user_timeout` (TCP backends only).
+    pub tcp: TcpOptions,
     /// `application_name`, `options` and any other key libpq accepts that we pass through as startup parameters.
     pub extra: BTreeMap<String, String>,
 }

@@ -107,6 +107,11 @@ pub(super) fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
             raw.server_connect_timeout,
             15,
         )?,
+        server_command_timeout: duration(
+            "pool.server_command_timeout",
+            raw.server_command_timeout,
+            30,
+        )?,
         server_reset_query: raw
             .server_reset_query
             .unwrap_or_else(|| "DISCARD ALL".to_string()),

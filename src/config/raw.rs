@@ -42,6 +42,11 @@ pub(super) struct RawListen {
     pub unix_socket_dir: Option<String>,
     pub unix_socket_mode: Option<String>,
     pub client_login_timeout: Option<String>,
+    pub tcp_keepalive: Option<bool>,
+    pub tcp_keepidle: Option<String>,
+    pub tcp_keepintvl: Option<String>,
+    pub tcp_keepcnt: Option<i64>,
+    pub tcp_user_timeout: Option<String>,
 }
 
 /// `[tls]`
@@ -73,6 +78,7 @@ pub(super) struct RawPool {
     pub max_client_conn: Option<i64>,
     pub query_wait_timeout: Option<String>,
     pub server_connect_timeout: Option<String>,
+    pub server_command_timeout: Option<String>,
     pub server_reset_query: Option<String>,
     pub shutdown_timeout: Option<String>,
     pub min_pool_size: Option<i64>,

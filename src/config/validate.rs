@@ -72,6 +72,7 @@ fn listen(
     raw: RawListen,
     resolve: &impl Fn(String) -> PathBuf,
 ) -> Result<ListenConfig, ConfigError> {
+    let tcp = super::tcp::listen_options(&raw)?;
     let mut addresses = Vec::new();
     let given = raw
         .addresses
@@ -129,6 +130,7 @@ fn listen(
         ));
     }
     Ok(ListenConfig {
+        tcp,
         addresses,
         port,
         unix_socket_dir,

@@ -15,7 +15,7 @@ use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{BackendError, BackendTarget, Credentials, Link};
+use crate::backend::{BackendError, BackendTarget, Credentials, Link, PoolerStatement};
 use crate::stats::{Class, Stats};
 use crate::stream::Stream;
 use crate::tls::connector::Opening;
@@ -69,6 +69,8 @@ pub struct BackendManager {
     pub(super) creds: RwLock<Credentials>,
     pub(super) cache: Arc<SaltedPasswordCache>,
     pub(super) connect_timeout: Duration,
+    /// `server_command_timeout`, given to every backend it opens.
+    pub(super) command_timeout: Duration,
     pub(super) startup_params: Vec<(String, String)>,
     pub(super) stats: Arc<Stats>,
     /// Every open backend of this pool, for SHOW SERVERS.
@@ -170,6 +172,7 @@ impl managed::Manager for BackendManager {
             Ok(mut backend) => {
                 self.pacer.succeeded();
                 backend.set_hinted_app_name(hinted);
+                backend.set_command_timeout(self.command_timeout);
                 self.params.set_base_once(backend.ledger_ref().params());
                 self.stats
                     .backend_connect(backend.class(), &backend.connect_phases());
@@ -212,7 +215,9 @@ impl managed::Manager for BackendManager {
             return Err(RecycleError::message(why));
         }
         if !self.check_query.is_empty() && obj.idle_since.elapsed() >= self.check_delay {
-            if let Err(e) = obj.backend.run_queries(&[&self.check_query]).await {
+            let query = [self.check_query.as_str()];
+            let check = obj.backend.run_queries(&query, PoolerStatement::Check);
+            if let Err(e) = check.await {
                 tracing::info!(
                     backend = obj.backend.id(),
                     reason = "server_check_query failed",

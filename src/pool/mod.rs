@@ -60,6 +60,15 @@ pub struct PoolKey {
     pub user: String,
 }
 
+/// What a credential change does with the SCRAM keys clients lent a pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LentKeys {
+    /// Keep them: the secret they were proved against is unchanged.
+    Keep,
+    /// Forget them: the next SCRAM login lends keys for the new secret.
+    Drop,
+}
+
 /// Why no backend could be had.
 #[derive(Debug, thiserror::Error)]
 pub enum AcquireError {
@@ -114,6 +123,8 @@ pub struct PoolSettings {
     pub wait_timeout: Duration,
     /// Limit on opening one backend.
     pub connect_timeout: Duration,
+    /// Limit on each of the pooler's own statements on a backend.
+    pub command_timeout: Duration,
     /// Run at release; "" skips it.
     pub reset_query: String,
     /// How long a departed client's statements may take to finish.
@@ -154,6 +165,7 @@ impl Pool {
             creds: RwLock::new(creds),
             cache,
             connect_timeout: settings.connect_timeout,
+            command_timeout: settings.command_timeout,
             startup_params: settings.startup_params,
             stats: settings.stats,
             servers: Arc::new(ServerRegistry::default()),
@@ -212,6 +224,18 @@ impl Pool {
         })
     }
 
+    /// Credentials for backends opened from now on (a reload changed the
+    /// config or the auth file); `lent` says what becomes of SCRAM keys a
+    /// client's proof lent the pool.
+    pub fn replace_credentials(&self, mut creds: Credentials, lent: LentKeys) {
+        if let Ok(mut c) = self.inner.manager().creds.write() {
+            if lent == LentKeys::Keep {
+                creds.scram = c.scram.take();
+            }
+            *c = creds;
+        }
+    }
+
     /// Records SCRAM keys a client's proof revealed, for backends opened from now on.
     pub fn lend_scram_keys(&self, keys: ScramCredential) {
         if let Ok(mut c) = self.inner.manager().creds.write() {
@@ -231,22 +255,34 @@ impl Pool {
                 *hint = app_name.map(str::to_string);
             }
         }
+        // One deadline for the whole checkout, fast path included: the
+        // checkout checks may talk to the server (server_check_query, or
+        // opening a backend when a check fails), and a server that stops
+        // answering must not keep a client past query_wait_timeout.
+        let deadline = tokio::time::Instant::now() + self.wait_timeout;
+        let timed_out = AcquireError::WaitTimeout(self.wait_timeout);
         // Fast path, taken by most transactions in transaction pooling: a
         // place is free (tokio's fair semaphore has none free while anyone
-        // waits, so this cannot jump the queue) and a backend is idle, so no
-        // timer is armed for query_wait_timeout.
+        // waits, so this cannot jump the queue) and a backend is idle. The
+        // timer is only registered if the checkout has to wait (tokio polls
+        // the future before its deadline).
         let fast = match self.main.clone().try_acquire_owned() {
-            Ok(permit) if !self.is_paused() => self.idle_backend().await?.map(|obj| (obj, permit)),
+            Ok(permit) if !self.is_paused() => {
+                match tokio::time::timeout_at(deadline, self.idle_backend()).await {
+                    Err(_) => return Err(timed_out),
+                    Ok(got) => got?.map(|obj| (obj, permit)),
+                }
+            }
             _ => None,
         };
         let (mut obj, permit) = match fast {
             Some(got) => got,
             None => {
                 self.waiting.fetch_add(1, Ordering::Relaxed);
-                let got = tokio::time::timeout(self.wait_timeout, self.checkout()).await;
+                let got = tokio::time::timeout_at(deadline, self.checkout()).await;
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 match got {
-                    Err(_) => return Err(AcquireError::WaitTimeout(self.wait_timeout)),
+                    Err(_) => return Err(timed_out),
                     Ok(got) => got?,
                 }
             }

@@ -725,7 +725,7 @@ fn make_world_readable(path: &Path) {
 /// always gets an ephemeral one: the PostgreSQL 15 cluster's and the
 /// poolers' ports can never be this one. The search starts at a point
 /// derived from our pid, so two test processes rarely try the same ports.
-fn free_port_below_32768() -> u16 {
+pub fn free_port_below_32768() -> u16 {
     const LOW: u32 = 20000;
     const HIGH: u32 = 32768;
     static TRIED: Mutex<u32> = Mutex::new(0);

@@ -107,6 +107,9 @@ pub struct PoolerOpts {
     pub tls_toml: String,
     /// Extra TOML appended to the config.
     pub extra_toml: String,
+    /// Lines placed inside the `[listen]` table, after the harness's keys
+    /// (e.g. `tcp_keepidle = "21s"`).
+    pub listen_toml: String,
     /// Lines placed inside the `[pool]` table, after the keys above (e.g.
     /// `idle_transaction_timeout = "1s"`).
     pub pool_toml: String,
@@ -143,6 +146,7 @@ impl Default for PoolerOpts {
             unix: true,
             tls_toml: String::new(),
             extra_toml: String::new(),
+            listen_toml: String::new(),
             pool_toml: String::new(),
             port: None,
             socket_dir: None,
@@ -220,6 +224,12 @@ impl PoolerOpts {
             self.pool_toml.push('\n');
         }
         self.pool_toml.push_str(lines);
+        self
+    }
+    /// Adds lines to the `[listen]` table.
+    pub fn listen_toml(mut self, lines: &str) -> Self {
+        self.listen_toml.push_str(lines);
+        self.listen_toml.push('\n');
         self
     }
     /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
@@ -353,9 +363,10 @@ impl Pooler {
         let _ = writeln!(
             t,
             "[listen]\naddresses = {addresses}\nport = {port}\nunix_socket_dir = {}\n\
-             unix_socket_mode = \"0777\"\nclient_login_timeout = {}\n",
+             unix_socket_mode = \"0777\"\nclient_login_timeout = {}\n{}",
             toml_str(&sock),
-            toml_str(&opts.client_login_timeout)
+            toml_str(&opts.client_login_timeout),
+            opts.listen_toml,
         );
         let _ = writeln!(t, "[tls]\n{}", opts.tls_toml);
         let _ = writeln!(

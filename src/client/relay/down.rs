@@ -3,11 +3,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
 use tokio::io::AsyncWriteExt;
+use tokio::time::Instant;
 
 use super::{Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
 use crate::backend::owed::Disposition;
-use crate::backend::{ParamSet, TxStatus, MAX_INSPECTED};
+use crate::backend::{BackendError, ParamSet, PoolerStatement, TxStatus, MAX_INSPECTED};
 use crate::client::txn::rewrite::error_with_client_name;
 use crate::protocol::messages::Fields;
 use crate::protocol::scan::{Scanner, Step};
@@ -25,6 +28,8 @@ pub(super) struct Down<'s, 'b> {
     /// The up direction may queue replies of the pooler's own (it rewrites):
     /// wait for those as well as for the server.
     pub(super) answers: bool,
+    /// Bound on the server's answer to each of the pooler's own statements.
+    pub(super) command_timeout: Duration,
 }
 
 /// What one pass over the buffered server bytes found.
@@ -77,6 +82,8 @@ impl Down<'_, '_> {
     ) -> TxnEnd {
         let mut out: Vec<u8> = Vec::new();
         let mut fatal = false;
+        // Since when the next reply owed is to one of the pooler's own messages.
+        let mut own_since: Option<Instant> = None;
         // One registration for the whole relay, renewed only when it fires.
         let due = self.flags.due.notified();
         tokio::pin!(due);
@@ -126,16 +133,35 @@ impl Down<'_, '_> {
                 }
                 continue;
             }
-            let read = if self.answers {
-                tokio::select! {
+            let own = self.own_statement_deadline(&mut own_since);
+            let read = match own {
+                // The server is answering the pooler's own SET, Parse or
+                // Close now, ahead of the client's messages: bounded, so a
+                // server that stops answering does not hold the client.
+                Some(at) => tokio::select! {
                     r = fill(br, buf) => r,
                     _ = &mut due => {
                         due.set(self.flags.due.notified());
                         continue;
                     }
+                    _ = tokio::time::sleep_until(at) => {
+                        let e = BackendError::CommandTimeout {
+                            what: PoolerStatement::Prepared,
+                            timeout: self.command_timeout,
+                        };
+                        return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
+                    }
+                },
+                None if self.answers || self.flags.queued_unsent.load(Ordering::Relaxed) => {
+                    tokio::select! {
+                        r = fill(br, buf) => r,
+                        _ = &mut due => {
+                            due.set(self.flags.due.notified());
+                            continue;
+                        }
+                    }
                 }
-            } else {
-                fill(br, buf).await
+                None => fill(br, buf).await,
             };
             if let Err(e) = read {
                 if fatal {
@@ -144,6 +170,23 @@ impl Down<'_, '_> {
                 return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
             }
         }
+    }
+
+    /// When the wait for the reply to the pooler's own statement at the
+    /// head of the queue must end, if one is at the head (its clock starts
+    /// when it gets there: the server answers in order).
+    fn own_statement_deadline(&self, since: &mut Option<Instant>) -> Option<Instant> {
+        let injected = !self.flags.queued_unsent.load(Ordering::Relaxed)
+            && self
+                .shared
+                .lock()
+                .is_ok_and(|s| s.ledger.owed().head_is_injected());
+        if !injected {
+            *since = None;
+            return None;
+        }
+        let started = *since.get_or_insert_with(Instant::now);
+        Some(started + self.command_timeout)
     }
 
     /// The end of this relay if the backend can be given back now (or a

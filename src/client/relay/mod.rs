@@ -219,6 +219,9 @@ struct Flags {
     due: Notify,
     /// The server went idle inside a transaction: the client's clock starts.
     idle_in_tx: Notify,
+    /// Statements the pooler queued wait for the client's first bytes: the
+    /// server is not answering them yet, so their clock has not started.
+    queued_unsent: AtomicBool,
 }
 
 /// Relays one client over one backend until the backend can be given back
@@ -231,6 +234,7 @@ pub async fn relay(
     meter: &mut Meter<'_>,
     mode: Mode<'_, '_>,
 ) -> (TxnEnd, Left) {
+    let command_timeout = link.command_timeout();
     let parts = link.relay_parts();
     let mut shared = Shared::new(parts.ledger, mode.client_id, mode.statements);
     shared.strings = mode.strings;
@@ -240,6 +244,7 @@ pub async fn relay(
         client_mid: AtomicBool::new(!cscan.at_boundary()),
         due: Notify::new(),
         idle_in_tx: Notify::new(),
+        queued_unsent: AtomicBool::new(!parts.queued.is_empty()),
     };
     let progress = Progress::new(meter);
     let (mut br, mut bw) = parts.stream.split();
@@ -269,6 +274,7 @@ pub async fn relay(
             release_at_idle,
             statement,
             answers,
+            command_timeout,
         }
         .run(
             &mut br,

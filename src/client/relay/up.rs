@@ -79,7 +79,11 @@ impl Up<'_, '_, '_, '_> {
                     // Statements the pooler queued ride with the client's first bytes.
                     queued.extend_from_slice(data);
                     let all = std::mem::take(queued);
-                    bw.write_all(&all).await
+                    let written = bw.write_all(&all).await;
+                    // Their answers are due now: down starts their clock.
+                    self.flags.queued_unsent.store(false, Ordering::Relaxed);
+                    self.flags.due.notify_one();
+                    written
                 };
                 self.flags.writing.store(false, Ordering::Relaxed);
                 if let Err(e) = written {

@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use super::*;
 
 fn parse(s: &str) -> ConnInfo {
@@ -216,4 +218,22 @@ fn redacted_form_round_trips_without_password() {
     ));
     let again = parse(&original.redacted());
     assert_eq!(again, original);
+}
+
+#[test]
+fn fallback_application_name_is_used_only_without_application_name() {
+    let info = ConnInfo::parse("host=/tmp fallback_application_name=fb options=-cx=1").unwrap();
+    assert_eq!(
+        info.startup_params(),
+        vec![
+            ("application_name".to_string(), "fb".to_string()),
+            ("options".to_string(), "-cx=1".to_string())
+        ]
+    );
+    let info =
+        ConnInfo::parse("host=/tmp fallback_application_name=fb application_name=app").unwrap();
+    assert_eq!(
+        info.startup_params(),
+        vec![("application_name".to_string(), "app".to_string())]
+    );
 }

@@ -353,7 +353,11 @@ mod tests {
         for b in 0..=255u8 {
             let start = b.is_ascii_alphabetic() || b == b'_' || b >= 0x80;
             assert_eq!(is_ident_start(b), start, "{b}");
-            assert_eq!(is_ident_cont(b), start || b.is_ascii_digit() || b == b'$', "{b}");
+            assert_eq!(
+                is_ident_cont(b),
+                start || b.is_ascii_digit() || b == b'$',
+                "{b}"
+            );
             assert_eq!(is_tag_char(b), start || b.is_ascii_digit(), "{b}");
             let space = matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
             assert_eq!(is_space(b), space, "{b}");
