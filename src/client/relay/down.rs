@@ -28,6 +28,8 @@ pub(super) struct Down<'s, 'b> {
     /// The up direction may queue replies of the pooler's own (it rewrites):
     /// wait for those as well as for the server.
     pub(super) answers: bool,
+    /// The pooler may send statements of its own in this relay.
+    pub(super) own_statements: bool,
     /// Bound on the server's answer to each of the pooler's own statements.
     pub(super) command_timeout: Duration,
 }
@@ -176,7 +178,8 @@ impl Down<'_, '_> {
     /// head of the queue must end, if one is at the head (its clock starts
     /// when it gets there: the server answers in order).
     fn own_statement_deadline(&self, since: &mut Option<Instant>) -> Option<Instant> {
-        let injected = !self.flags.queued_unsent.load(Ordering::Relaxed)
+        let injected = self.own_statements
+            && !self.flags.queued_unsent.load(Ordering::Relaxed)
             && self
                 .shared
                 .lock()

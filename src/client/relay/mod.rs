@@ -246,6 +246,9 @@ pub async fn relay(
         idle_in_tx: Notify::new(),
         queued_unsent: AtomicBool::new(!parts.queued.is_empty()),
     };
+    // Only the rewriter and statements queued at checkout put the pooler's
+    // own messages on the wire during a relay.
+    let own_statements = !parts.queued.is_empty();
     let progress = Progress::new(meter);
     let (mut br, mut bw) = parts.stream.split();
     let Mode {
@@ -274,6 +277,7 @@ pub async fn relay(
             release_at_idle,
             statement,
             answers,
+            own_statements: answers || own_statements,
             command_timeout,
         }
         .run(
