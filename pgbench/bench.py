@@ -36,17 +36,6 @@ def summarize(path, idle_path=None):
     print(summary_text(rows, idle))
 
 
-def conninfo_shell(prefix, text):
-    """Shell assignments PREFIX_HOST ... PREFIX_REST for the bash harness's eval."""
-    import re
-    import shlex
-    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", prefix):
-        raise ValueError(f"bad prefix {prefix!r}")
-    e = split_conninfo(text)
-    return "\n".join(f"{prefix}_{k.upper()}={shlex.quote(getattr(e, k))}"
-                     for k in ("host", "port", "user", "dbname", "password", "rest"))
-
-
 def main(argv):
     if len(argv) == 3 and argv[0] == "scram-secret":
         print(scram_secret(argv[1], int(argv[2])))
@@ -59,12 +48,6 @@ def main(argv):
         export(*argv[1:])
     elif len(argv) in (2, 3) and argv[0] == "summarize":
         summarize(*argv[1:])
-    elif len(argv) == 3 and argv[0] == "conninfo-shell":
-        try:
-            print(conninfo_shell(argv[1], argv[2]))
-        except ValueError as e:
-            sys.stderr.write(f"connection string: {e}\n")
-            return 1
     else:
         sys.stderr.write(__doc__)
         return 2

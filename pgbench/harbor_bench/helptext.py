@@ -155,4 +155,9 @@ the medians per cell, the ratios, the idle-client rows); medians.csv; idle.csv
 of the runs); plots/<workload>.svg (gnuplot: tps or MB/s by transport x TLS,
 one bar per target) with their .dat and .gp; each pgbench/psql output in
 runs/; the servers' logs in logs/.
+
+Progress, on stderr: a line per run, and after each cell "cell i/n, m:ss
+elapsed, about m:ss left" (the time left weighs the cells by their expected
+length). The program is pgbench/harbor_bench (Python 3, standard library
+only); this script only finds python3 (installing it on Debian if missing).
 """

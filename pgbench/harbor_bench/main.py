@@ -9,14 +9,13 @@ import hashlib
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 
 from . import cli, postgres, procfs, report, rounds, system
 from .model import CSV_HEADER
-from .setup import install_missing, build, pre_estimate, start_poolers, start_pooler_targets
-from .targets import SPECS, Target, restart, start_harbor, stop, tls_info, use_cert, wait_ready
+from .setup import build, choose_ports, install_missing, pre_estimate, start_pooler_targets
+from .targets import SPECS, Target, restart, stop, tls_info, use_cert
 from .util import Die, die, say, warn
 from .workloads import estimate_tenths, warmup
 
@@ -161,7 +160,7 @@ def run(h):
     raw, idle_csv = f"{h.out}/raw.csv", f"{h.out}/idle.csv"
     if os.path.exists(idle_csv):
         os.remove(idle_csv)
-    start_poolers(h)  # ports (the pooler targets' rows are filled below)
+    choose_ports(h)
     certificates(h)
     h.direct = h.add_target("direct")
     postgres.start_own(h) if h.own_pg else postgres.use_existing(h)

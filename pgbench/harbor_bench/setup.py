@@ -14,7 +14,6 @@ from .postgres import find_listener, probe_server, probe_transports, tail
 from .targets import SPECS, start_bouncer, start_failure, start_harbor, stop, wait_ready, write_bouncer_config, \
     write_harbor_config
 from .util import die, free_port, say, warn
-from .workloads import estimate_tenths
 
 
 def install_missing(h):
@@ -124,8 +123,6 @@ def choose_ports(h):
         die(f"ports must differ: pgharbor-base {h.base_port}, pgharbor {h.harbor_port}, PgBouncer "
             f"{h.bouncer_port}, PostgreSQL {h.pg_port or '?'}")
 
-
-start_poolers = choose_ports
 
 
 def pool_target(h, name, port, serves, binary=""):
