@@ -73,7 +73,7 @@ def method_lines(h):
         if h.own_pg:
             kinds = "".join(f"tcp-tls-{c} = {CERT_DESC[c]}; " for c in s.certs)
             out.append(f"- TLS cells: libpq sslmode=require; certificates self-signed, {kinds}all targets serve "
-                       "the same one in a cell (switched by pg_reload_conf() / SIGHUP, checked with openssl s_client)")
+                       "the same one in a cell (switched by pg_reload_conf() / SIGHUP, checked by a TLS handshake after SSLRequest, as libpq makes it)")
         else:
             out.append(f"- TLS cells: libpq sslmode=require; the poolers serve a self-signed {CERT_DESC[h.cur_cert]} "
                        "certificate, PostgreSQL (--pg) its own")
