@@ -1,4 +1,5 @@
-"""Unit tests for pgbench/bench.py: python3 -m unittest discover -s pgbench"""
+"""Unit tests for the harness (pgbench/harbor_bench, bench.py, idle.py, pgbench/run's options):
+python3 -m unittest pgbench/test_bench.py"""
 
 import csv
 import io
@@ -12,6 +13,7 @@ from contextlib import redirect_stdout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
 import idle  # noqa: E402
+from test_harness import Order, Parsers, ProcFs, Schema  # noqa: E402,F401  (run with these tests)
 
 FIELDS = ("round,workload,transport,target,command,started,load1_before,ncpu,other_cpus,flags,"
           "status,rc,tps,tx,failed_tx,latency_ms,conn_ms,wall_s,pooler_cpu_s,pooler_us_per_tx,"
@@ -264,20 +266,16 @@ class Conninfo(unittest.TestCase):
                          {"host": "/var/run/postgresql", "dbname": "app"})
         self.assertEqual(bench.parse_conninfo("postgresql://"), {})
 
-    def test_shell(self):
-        import shlex
-        import subprocess
-        out = bench.conninfo_shell("PG", "host=/s port=5 user=u dbname='d b' password=x sslmode=verify-full "
-                                   "hostaddr=1.2.3.4 connect_timeout=5 application_name='a b'")
-        env = subprocess.run(["bash", "-c", out + '\nprintf "%s|" "$PG_HOST" "$PG_PORT" "$PG_USER" "$PG_DBNAME" '
-                              '"$PG_PASSWORD" "$PG_REST"'], capture_output=True, text=True).stdout
-        self.assertEqual(env, "/s|5|u|d b|x|connect_timeout=5 application_name='a b'|")
+    def test_split(self):
+        e = bench.split_conninfo("host=/s port=5 user=u dbname='d b' password=x sslmode=verify-full "
+                                 "hostaddr=1.2.3.4 connect_timeout=5 application_name='a b'")
+        self.assertEqual((e.host, e.port, e.user, e.dbname, e.password, e.rest),
+                         ("/s", "5", "u", "d b", "x", "connect_timeout=5 application_name='a b'"))
         self.assertEqual(bench.quote_value("a'b\\"), "'a\\'b\\\\'")
         self.assertEqual(bench.quote_value(""), "''")
+        self.assertEqual(bench.split_conninfo("").host, "")
         with self.assertRaises(ValueError):
-            bench.conninfo_shell("bad prefix", "host=x")
-        self.assertIn("PG_HOST=''", bench.conninfo_shell("PG", ""))
-        self.assertEqual(shlex.split(bench.conninfo_shell("X", "port=1").splitlines()[1])[0], "X_PORT=1")
+            bench.split_conninfo("port")
 
 
 class TransactionPooling(unittest.TestCase):
