@@ -333,8 +333,6 @@ const LIBPQ_KEYWORDS: &[&str] = &[
     "fallback_application_name",
     "options",
     "client_encoding",
-    "target_session_attrs",
-    "load_balance_hosts",
 ];
 
 /// Interprets the pairs of either form; a later key overrides an earlier one, as in libpq.

@@ -38,7 +38,7 @@ fn keyword_form_all_known_keys() {
         "host=db.example.com port=5433 dbname=app user=alice password=s3cret \
          sslmode=verify-full socketsslmode=require sslrootcert=/etc/ca.pem \
          connect_timeout=10 application_name=harbor options='-c work_mem=64MB' \
-         target_session_attrs=read-write",
+         target_session_attrs=any load_balance_hosts=random",
     );
     assert_eq!(info.host, tcp("db.example.com"));
     assert_eq!(info.port, 5433);
@@ -51,7 +51,28 @@ fn keyword_form_all_known_keys() {
     assert_eq!(info.connect_timeout, Some(Duration::from_secs(10)));
     assert_eq!(info.extra["application_name"], "harbor");
     assert_eq!(info.extra["options"], "-c work_mem=64MB");
-    assert_eq!(info.extra["target_session_attrs"], "read-write");
+    assert!(!info.extra.contains_key("target_session_attrs"));
+}
+
+#[test]
+fn server_role_checks_are_refused_not_ignored() {
+    for v in [
+        "read-write",
+        "read-only",
+        "primary",
+        "standby",
+        "prefer-standby",
+    ] {
+        let e = ConnInfo::parse(&format!("host=/tmp target_session_attrs={v}")).unwrap_err();
+        assert!(
+            matches!(&e, ConnInfoError::Unsupported { key, .. } if key == "target_session_attrs"),
+            "{v}: {e}"
+        );
+    }
+    let e = ConnInfo::parse("host=/tmp target_session_attrs=writable").unwrap_err();
+    assert!(matches!(e, ConnInfoError::InvalidValue { .. }), "{e}");
+    let e = ConnInfo::parse("host=/tmp load_balance_hosts=yes").unwrap_err();
+    assert!(matches!(e, ConnInfoError::InvalidValue { .. }), "{e}");
 }
 
 #[test]
