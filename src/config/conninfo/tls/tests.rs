@@ -73,9 +73,8 @@ const LIBPQ: &[(&str, &str)] = &[
     ("requiressl", "1"),
 ];
 
-/// Keywords other parts of issue 12 implement (timeouts and keepalives;
-/// multi-host): accepted as today until they land.
-const DEFERRED: &[&str] = &[
+/// Keywords read into their own fields, never passed through to backends.
+const IMPLEMENTED_ELSEWHERE: &[&str] = &[
     "keepalives",
     "keepalives_idle",
     "keepalives_interval",
@@ -125,8 +124,10 @@ fn every_libpq_keyword_is_implemented_or_refused() {
             assert!(got.is_ok(), "{key}={value}: {got:?}");
         }
     }
-    for key in DEFERRED {
-        assert!(LIBPQ.iter().any(|(k, _)| k == key), "{key}");
+    for key in IMPLEMENTED_ELSEWHERE {
+        let (_, value) = LIBPQ.iter().find(|(k, _)| k == key).expect("listed");
+        let info = parse(&format!("{key}={value}"));
+        assert!(info.extra.is_empty(), "{key} passed through: {info:?}");
     }
 }
 
@@ -140,7 +141,7 @@ fn defaults_are_libpqs() {
     assert_eq!(tls.compression, Compression::Off);
     assert_eq!(tls.channel_binding, ChannelBinding::Prefer);
     assert_eq!(tls.cert_mode, ClientCertMode::Allow);
-    assert_eq!(info.tls_server_name(), Some("h"));
+    assert_eq!(info.first_host().tls_server_name(), Some("h"));
 }
 
 #[test]
@@ -195,16 +196,16 @@ fn requiressl_is_sslmode_require_in_string_order() {
 #[test]
 fn host_names_the_server_that_hostaddr_reaches() {
     let info = parse("host=db.example hostaddr=127.0.0.1");
-    assert_eq!(info.host, BackendHost::Tcp("127.0.0.1".into()));
-    assert_eq!(info.tls_server_name(), Some("db.example"));
+    assert_eq!(info.first_host().host, BackendHost::Tcp("127.0.0.1".into()));
+    assert_eq!(info.first_host().tls_server_name(), Some("db.example"));
     assert!(info
         .redacted()
         .starts_with("host=db.example hostaddr=127.0.0.1 "));
     let info = parse("hostaddr=127.0.0.1 host=db.example");
-    assert_eq!(info.tls_server_name(), Some("db.example"));
+    assert_eq!(info.first_host().tls_server_name(), Some("db.example"));
     let info = parse("hostaddr=127.0.0.1");
-    assert_eq!(info.tls_server_name(), None);
-    assert_eq!(parse("host=/tmp").tls_server_name(), None);
+    assert_eq!(info.first_host().tls_server_name(), None);
+    assert_eq!(parse("host=/tmp").first_host().tls_server_name(), None);
 }
 
 #[test]
