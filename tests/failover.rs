@@ -49,8 +49,16 @@ async fn client(pooler: &Pooler, db: &str) -> Result<Client, String> {
     let conninfo = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), db);
     match tokio::time::timeout(Duration::from_secs(15), connect(&conninfo)).await {
         Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(common::describe_error(&e)),
+        Ok(Err(e)) => Err(common::clients::describe_error(&e)),
         Err(_) => Err("login timed out".into()),
+    }
+}
+
+/// The error of a login through `pooler` that must fail (`why` it must).
+async fn refused(pooler: &Pooler, db: &str, why: &str) -> String {
+    match client(pooler, db).await {
+        Ok(_) => panic!("{db}: logged in, but {why}"),
+        Err(e) => e,
     }
 }
 
@@ -134,7 +142,7 @@ async fn target_session_attrs_choose_the_host_libpq_would() {
         &p.primary,
         PoolerOpts::default().databases(vec![entry("rw", [sp, sp], "read-write")]),
     );
-    let e = client(&only_standby, "rw").await.err().expect("refused");
+    let e = refused(&only_standby, "rw", "refused").await;
     assert!(e.contains("session is read-only"), "{e}");
 }
 
@@ -166,13 +174,10 @@ async fn failover_reaches_the_promoted_standby_and_never_writes_to_a_read_only_h
         .batch_execute("INSERT INTO t VALUES (2)")
         .await
         .expect_err("the in-flight client's primary is gone");
-    eprintln!("in-flight client: {}", common::describe_error(&e));
+    eprintln!("in-flight client: {}", common::clients::describe_error(&e));
 
     // Before the promotion only a read-only host is up: refused, not landed.
-    let e = client(&pooler, "rw")
-        .await
-        .err()
-        .expect("no read-write host yet");
+    let e = refused(&pooler, "rw", "no read-write host yet").await;
     assert!(e.contains("session is read-only"), "{e}");
 
     p.standby.promote();
@@ -221,10 +226,7 @@ async fn failover_reaches_the_promoted_standby_and_never_writes_to_a_read_only_h
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let e = client(&pooler, "sb")
-        .await
-        .err()
-        .expect("no standby is left");
+    let e = refused(&pooler, "sb", "no standby is left").await;
     assert!(e.contains("not in hot standby mode"), "{e}");
 }
 

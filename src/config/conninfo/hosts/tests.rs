@@ -78,7 +78,8 @@ fn lists_match_up_as_in_libpq() {
         [h("c", 5432, Some("c"))],
         "a later keyword overrides"
     );
-    assert_eq!(hosts("host=,"), [h("/var/run/postgresql", 5432, None); 2]);
+    let default = h("/var/run/postgresql", 5432, None);
+    assert_eq!(hosts("host=,"), [default.clone(), default]);
     assert_eq!(
         parse("").hosts,
         ConnInfo::default().hosts,
