@@ -61,7 +61,8 @@ pub enum BackendError {
         /// Why.
         source: std::io::Error,
     },
-    /// Opening and logging in took longer than `server_connect_timeout`.
+    /// Opening and logging in to one host took longer than its connect
+    /// timeout (`connect_timeout`, at most `server_connect_timeout`).
     #[error("timed out connecting to server at {0}")]
     Timeout(String),
     /// The socket failed or the server went away.

@@ -75,11 +75,6 @@ impl HostRoute {
         self.attrs
     }
 
-    /// The first host, for logs and statistics before any backend exists.
-    pub fn first(&self) -> Option<&Arc<BackendTarget>> {
-        self.hosts.first().map(|h| &h.target)
-    }
-
     /// Opens a backend on the first host that fits.
     pub async fn connect(
         &self,
