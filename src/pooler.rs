@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::{
     new_mock_seed, AuthFile, SaltedPasswordCache, ScramCredential, ScramSuccess, Secret,
 };
-use crate::backend::{BackendTarget, Credentials};
+use crate::backend::{BackendTarget, Credentials, Host, HostRoute};
 use crate::client::cancel::CancelRegistry;
 use crate::client::registry::ClientRegistry;
 use crate::client::ClientError;
@@ -221,26 +221,8 @@ impl Pooler {
         };
         self.pools
             .get_or_create(&key, || {
-                let target = BackendTarget {
-                    host: db.conninfo.host.clone(),
-                    port: db.conninfo.port,
-                    dbname: db
-                        .conninfo
-                        .dbname
-                        .clone()
-                        .unwrap_or_else(|| database.to_string()),
-                    user: backend_user.clone(),
-                    tcp: db.conninfo.tcp,
-                };
                 let creds = self.credentials_for(&backend_user, db.conninfo.password.as_deref());
-                let tls = BackendTls::for_conninfo(&db.conninfo)
-                    .map_err(|e| format!("databases.{database}.conninfo: {e}"))?;
-                let connect_timeout = db
-                    .conninfo
-                    .connect_timeout
-                    .map_or(config.pool.server_connect_timeout, |t| {
-                        t.min(config.pool.server_connect_timeout)
-                    });
+                let route = host_route(&config, database, &backend_user)?;
                 let p = &config.pool;
                 let limits = self.pools.limits_for(
                     &key,
@@ -249,7 +231,7 @@ impl Pooler {
                 );
                 Pool::new(
                     key.clone(),
-                    target,
+                    route,
                     creds,
                     self.scram_cache.clone(),
                     PoolSettings {
@@ -258,7 +240,6 @@ impl Pooler {
                         reserve_size: config.reserve_pool_size_for(database),
                         reserve_timeout: p.reserve_pool_timeout,
                         wait_timeout: p.query_wait_timeout,
-                        connect_timeout,
                         command_timeout: p.server_command_timeout,
                         reset_query: p.server_reset_query.clone(),
                         drain_timeout: p.server_drain_timeout,
@@ -267,7 +248,6 @@ impl Pooler {
                         check_delay: p.server_check_delay,
                         check_query: p.server_check_query.clone(),
                         limits,
-                        tls,
                         stats: self.stats.clone(),
                         startup_params: db.conninfo.startup_params(),
                     },
@@ -310,4 +290,40 @@ impl Pooler {
         }
         pool.lend_scram_keys(ScramCredential::passthrough(s, success.client_key));
     }
+}
+
+/// The hosts of `database`'s conninfo as a route for backends logging in
+/// as `user`: one target and one TLS setup per host, each attempt bounded
+/// by libpq's `connect_timeout` (no longer than `server_connect_timeout`).
+fn host_route(config: &Config, database: &str, user: &str) -> Result<HostRoute, String> {
+    let Some(db) = config.databases.get(database) else {
+        return Err(format!("database \"{database}\" is not configured"));
+    };
+    let info = &db.conninfo;
+    let tls =
+        BackendTls::for_hosts(info).map_err(|e| format!("databases.{database}.conninfo: {e}"))?;
+    let dbname = info.dbname.clone().unwrap_or_else(|| database.to_string());
+    let hosts = info
+        .hosts
+        .iter()
+        .zip(tls)
+        .map(|(spec, tls)| Host {
+            target: Arc::new(BackendTarget {
+                host: spec.host.clone(),
+                port: spec.port,
+                dbname: dbname.clone(),
+                user: user.to_string(),
+                tcp: info.tcp,
+            }),
+            tls,
+        })
+        .collect();
+    let server = config.pool.server_connect_timeout;
+    let per_host = info.connect_timeout.map_or(server, |t| t.min(server));
+    Ok(HostRoute::new(
+        hosts,
+        info.target_session_attrs,
+        info.load_balance_hosts,
+        per_host,
+    ))
 }

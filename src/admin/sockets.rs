@@ -145,28 +145,27 @@ pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
     rs
 }
 
-/// `SHOW SERVERS`: every open backend of every pool.
+/// `SHOW SERVERS`: every open backend of every pool, each with the host
+/// of its conninfo's list that it is on (`unix` for a socket, as PgBouncer).
 pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
-    let config = pooler.config();
     let mut rs = ResultSet::new(COLUMNS);
     let mut pools = pooler.pools.all();
     pools.sort_by(|a, b| (&a.key.database, &a.key.user).cmp(&(&b.key.database, &b.key.user)));
     for pool in pools {
-        let (addr, port) = match config.database(&pool.key.database) {
-            Some(db) => match &db.conninfo.host {
-                BackendHost::Tcp(h) => (h.clone(), Some(db.conninfo.port)),
-                BackendHost::Unix(_) => ("unix".to_string(), Some(db.conninfo.port)),
-            },
-            // Removed from the config by a reload; the pool lives on.
-            None => (String::new(), None),
-        };
         for s in pool.servers().list() {
+            let (addr, port) = match s.host.as_deref() {
+                Some(t) => match &t.host {
+                    BackendHost::Tcp(h) => (h.clone(), Some(t.port)),
+                    BackendHost::Unix(_) => ("unix".to_string(), Some(t.port)),
+                },
+                None => (String::new(), None),
+            };
             let socket = Socket {
                 kind: "S",
                 user: pool.key.user.clone(),
                 database: pool.key.database.clone(),
                 state: s.state.as_str(),
-                addr: addr.clone(),
+                addr,
                 port,
                 connected_at: s.connected_at,
                 ptr: format!("s{}", s.id),

@@ -61,7 +61,8 @@ pub enum BackendError {
         /// Why.
         source: std::io::Error,
     },
-    /// Opening and logging in took longer than `server_connect_timeout`.
+    /// Opening and logging in to one host took longer than its connect
+    /// timeout (`connect_timeout`, at most `server_connect_timeout`).
     #[error("timed out connecting to server at {0}")]
     Timeout(String),
     /// The socket failed or the server went away.
@@ -91,4 +92,24 @@ pub enum BackendError {
     /// The server broke the protocol.
     #[error("server protocol violation: {0}")]
     Protocol(String),
+    /// The server does not fit `target_session_attrs` (libpq's reason).
+    #[error("server at {addr} does not fit target_session_attrs={attrs}: {why} (it is a {role})")]
+    Misfit {
+        /// Where.
+        addr: String,
+        /// `target_session_attrs`.
+        attrs: &'static str,
+        /// libpq's message, e.g. "session is read-only".
+        why: &'static str,
+        /// What the server is.
+        role: &'static str,
+    },
+    /// Every host of a list was tried and none took the backend.
+    #[error("no host of the conninfo's {tried} took the connection: {detail}")]
+    NoHost {
+        /// How many attempts (hosts, times passes).
+        tried: usize,
+        /// Each host's failure, in the order tried.
+        detail: String,
+    },
 }

@@ -74,12 +74,15 @@ impl Link {
         read_until_ready(&mut link).await?;
         link.timings.ready = authed.elapsed();
         // Nobody holds the status yet: publish the real pid and TLS state.
-        link.status = Arc::new(LinkStatus::new(
-            link.id,
-            link.cancel.pid,
-            link.transport,
-            link.stream.is_tls(),
-        ));
+        link.status = Arc::new(
+            LinkStatus::new(
+                link.id,
+                link.cancel.pid,
+                link.transport,
+                link.stream.is_tls(),
+            )
+            .on(target),
+        );
         Ok(link)
     }
 }
@@ -137,7 +140,7 @@ async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {
 
 /// Reads one whole server message; returns its tag and a copy of the body
 /// (login-time only, so the copy does not matter).
-async fn next(link: &mut Link) -> Result<(u8, Vec<u8>), BackendError> {
+pub(super) async fn next(link: &mut Link) -> Result<(u8, Vec<u8>), BackendError> {
     let f = read_tagged(&mut link.stream, &mut link.buf, MAX_INSPECTED).await?;
     let body = link.buf.body(&f).to_vec();
     link.buf.consume(f.total);

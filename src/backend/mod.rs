@@ -10,6 +10,8 @@ mod login;
 pub mod owed;
 mod params;
 pub mod prepared;
+mod role;
+mod route;
 mod session;
 mod status;
 
@@ -35,6 +37,8 @@ pub use error::{BackendError, PoolerStatement, ServerError};
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
 pub use ledger::{Ledger, TxStatus, UnnamedKey};
 pub use params::{push_set_config, Applied, AppliedSet, ParamSet};
+pub use role::{still_fits, Flag, ServerRole};
+pub use route::{Host, HostRoute};
 pub use session::parse_error_fields;
 pub use status::{LinkStatus, ServerInfo, ServerState};
 
@@ -183,6 +187,8 @@ pub struct Link {
     hinted_app_name: bool,
     /// Bound on each of the pooler's own statements (`server_command_timeout`).
     command_timeout: Duration,
+    /// What the server was found to be at login (see [`Link::role`]).
+    login_role: ServerRole,
     ledger: Ledger,
 }
 
@@ -222,6 +228,7 @@ impl Link {
             queued: BytesMut::new(),
             hinted_app_name: false,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
+            login_role: ServerRole::UNKNOWN,
             ledger: Ledger::new(200),
         }
     }
@@ -244,6 +251,19 @@ impl Link {
     /// The real cancel key and address.
     pub fn cancel(&self) -> &CancelTarget {
         &self.cancel
+    }
+
+    /// The host this backend is on.
+    pub fn target(&self) -> &Arc<BackendTarget> {
+        &self.cancel.target
+    }
+
+    /// What its server is now: the `in_hot_standby` and
+    /// `default_transaction_read_only` it last reported (PostgreSQL 14 and
+    /// later report both whenever they change, e.g. on promotion), else
+    /// what the login check found.
+    pub fn role(&self) -> ServerRole {
+        ServerRole::from_params(self.ledger.params()).or(self.login_role)
     }
 
     /// When it was opened.

@@ -3,8 +3,10 @@
 //! take a snapshot without any lock on the hot path.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::BackendTarget;
 use crate::tls::Transport;
 
 /// Where a link is in its life in the pool.
@@ -51,6 +53,8 @@ pub struct LinkStatus {
     pub tls: bool,
     /// When it was opened.
     pub connected_at: SystemTime,
+    /// The host of the conninfo's list it is on (None only in unit tests).
+    pub host: Option<Arc<BackendTarget>>,
     state: AtomicU8,
     /// The client holding it, 0 for none (client ids start at 1).
     client: AtomicU64,
@@ -70,6 +74,8 @@ pub struct ServerInfo {
     pub tls: bool,
     /// When it was opened.
     pub connected_at: SystemTime,
+    /// The host it is on.
+    pub host: Option<Arc<BackendTarget>>,
     /// What it is doing.
     pub state: ServerState,
     /// The client holding it, if any.
@@ -87,10 +93,17 @@ impl LinkStatus {
             transport,
             tls,
             connected_at: SystemTime::now(),
+            host: None,
             state: AtomicU8::new(ServerState::Idle as u8),
             client: AtomicU64::new(0),
             served: AtomicU64::new(0),
         }
+    }
+
+    /// The same status, on `host`.
+    pub fn on(mut self, host: Arc<BackendTarget>) -> LinkStatus {
+        self.host = Some(host);
+        self
     }
 
     pub(super) fn set(&self, state: ServerState, client: Option<u64>) {
@@ -119,6 +132,7 @@ impl LinkStatus {
             transport: self.transport,
             tls: self.tls,
             connected_at: self.connected_at,
+            host: self.host.clone(),
             state: self.state(),
             client: Some(self.client.load(Ordering::Relaxed)).filter(|c| *c != 0),
             logins_served: self.served(),

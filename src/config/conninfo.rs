@@ -7,22 +7,23 @@
 //!   part percent-decoded, so `postgresql://%2Ftmp/app` names a socket dir.
 //!
 //! Both are first split into (key, value) pairs, then interpreted by one
-//! function, so the two forms cannot drift apart. One host per entry: a
-//! libpq multi-host list is refused rather than half supported.
+//! function, so the two forms cannot drift apart. Host lists
+//! (`host=a,b port=5432,5433`) are matched up in `hosts.rs`.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::IpAddr;
 use std::path::PathBuf;
 
 use super::{BackendHost, ConnInfo};
 use crate::tls::SslMode;
 
+mod hosts;
 mod tcp;
 mod tls;
 mod unsupported;
 mod uri;
 
+pub use hosts::{HostSpec, LoadBalance, TargetSessionAttrs};
 pub use tls::{
     ChannelBinding, ClientCertMode, Compression, ServerName, Sni, TlsOptions, TlsProtocol,
 };
@@ -58,15 +59,16 @@ pub enum ConnInfoError {
         /// What was expected.
         reason: String,
     },
-    /// A libpq multi-host list such as `host=h1,h2`.
-    #[error(
-        "multiple hosts are not supported ({key}=\"{value}\"): give one host per database entry"
-    )]
-    MultipleHosts {
-        /// `host`, `hostaddr` or `port`.
-        key: String,
+    /// `host`, `hostaddr` and `port` lists that do not match up (libpq's
+    /// "could not match ..." errors).
+    #[error("{key} list \"{value}\" does not match the other host lists: {reason}")]
+    ListMismatch {
+        /// `host` or `port`.
+        key: &'static str,
         /// The list.
         value: String,
+        /// The counts that differ.
+        reason: String,
     },
     /// A Linux abstract-namespace socket (`host=@name`).
     #[error("abstract Unix socket \"{0}\" is not supported: give a socket directory starting with \"/\"")]
@@ -88,8 +90,9 @@ pub enum ConnInfoError {
 impl Default for ConnInfo {
     fn default() -> Self {
         ConnInfo {
-            host: BackendHost::Unix(PathBuf::from(ConnInfo::DEFAULT_SOCKET_DIR)),
-            port: ConnInfo::DEFAULT_PORT,
+            hosts: vec![HostSpec::default()],
+            target_session_attrs: TargetSessionAttrs::Any,
+            load_balance_hosts: LoadBalance::Disable,
             dbname: None,
             user: None,
             password: None,
@@ -97,7 +100,6 @@ impl Default for ConnInfo {
             socketsslmode: SslMode::Disable,
             sslrootcert: None,
             connect_timeout: None,
-            server_name: ServerName::Host,
             tls: TlsOptions::default(),
             tcp: Default::default(),
             extra: BTreeMap::new(),
@@ -124,19 +126,23 @@ impl ConnInfo {
     /// Keyword/value form with the password replaced by `********`; safe to log.
     pub fn redacted(&self) -> String {
         let mut out = String::new();
-        let host = match &self.host {
-            BackendHost::Tcp(h) => h.clone(),
-            BackendHost::Unix(dir) => dir.display().to_string(),
-        };
-        match &self.server_name {
-            ServerName::Host => push_pair(&mut out, "host", &host),
-            ServerName::Named(name) => {
-                push_pair(&mut out, "host", name);
-                push_pair(&mut out, "hostaddr", &host);
-            }
-            ServerName::Unnamed => push_pair(&mut out, "hostaddr", &host),
+        for (key, value) in hosts::pairs(&self.hosts) {
+            push_pair(&mut out, key, &value);
         }
-        push_pair(&mut out, "port", &self.port.to_string());
+        if self.target_session_attrs != TargetSessionAttrs::Any {
+            push_pair(
+                &mut out,
+                "target_session_attrs",
+                self.target_session_attrs.as_str(),
+            );
+        }
+        if self.load_balance_hosts != LoadBalance::Disable {
+            push_pair(
+                &mut out,
+                "load_balance_hosts",
+                self.load_balance_hosts.as_str(),
+            );
+        }
         let optional = [
             ("dbname", self.dbname.as_deref()),
             ("user", self.user.as_deref()),
@@ -162,22 +168,10 @@ impl ConnInfo {
         out
     }
 
-    /// `<dir>/.s.PGSQL.<port>` for a Unix-socket backend, `None` for TCP.
-    pub fn socket_path(&self) -> Option<PathBuf> {
-        match &self.host {
-            BackendHost::Unix(dir) => Some(dir.join(format!(".s.PGSQL.{}", self.port))),
-            BackendHost::Tcp(_) => None,
-        }
-    }
-
-    /// The name verify-full checks and SNI sends: `host`, also when
-    /// `hostaddr` gives the address; None with `hostaddr` alone or a socket.
-    pub fn tls_server_name(&self) -> Option<&str> {
-        match (&self.server_name, &self.host) {
-            (ServerName::Named(name), _) => Some(name),
-            (ServerName::Host, BackendHost::Tcp(host)) => Some(host),
-            (ServerName::Host, BackendHost::Unix(_)) | (ServerName::Unnamed, _) => None,
-        }
+    /// The first host of the list (libpq's default when it has one entry).
+    pub fn first_host(&self) -> &HostSpec {
+        // Invariant: parse and Default always give at least one host.
+        &self.hosts[0]
     }
 
     /// The startup parameters every backend gets from the conninfo, as
@@ -199,9 +193,9 @@ impl ConnInfo {
             .collect()
     }
 
-    /// The TLS policy toward this backend: `socketsslmode` on a Unix socket, `sslmode` on TCP.
-    pub fn tls_mode(&self) -> SslMode {
-        match self.host {
+    /// The TLS policy toward one host: `socketsslmode` on a Unix socket, `sslmode` on TCP.
+    pub fn tls_mode(&self, host: &HostSpec) -> SslMode {
+        match host.host {
             BackendHost::Unix(_) => self.socketsslmode,
             BackendHost::Tcp(_) => self.sslmode,
         }
@@ -222,8 +216,9 @@ impl fmt::Debug for ConnInfo {
             .map(|(k, v)| (k.as_str(), if is_secret(k) { HIDDEN } else { v.as_str() }))
             .collect();
         f.debug_struct("ConnInfo")
-            .field("host", &self.host)
-            .field("port", &self.port)
+            .field("hosts", &self.hosts)
+            .field("target_session_attrs", &self.target_session_attrs)
+            .field("load_balance_hosts", &self.load_balance_hosts)
             .field("dbname", &self.dbname)
             .field("user", &self.user)
             .field("password", &self.password.as_ref().map(|_| HIDDEN))
@@ -231,7 +226,6 @@ impl fmt::Debug for ConnInfo {
             .field("socketsslmode", &self.socketsslmode)
             .field("sslrootcert", &self.sslrootcert)
             .field("connect_timeout", &self.connect_timeout)
-            .field("server_name", &self.server_name)
             .field("tls", &self.tls)
             .field("tcp", &self.tcp)
             .field("extra", &extra)
@@ -338,8 +332,7 @@ const LIBPQ_KEYWORDS: &[&str] = &[
 /// Interprets the pairs of either form; a later key overrides an earlier one, as in libpq.
 fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
     let mut info = ConnInfo::default();
-    let mut host = None;
-    let mut hostaddr = None;
+    let mut raw = hosts::RawHosts::default();
     for (key, value) in pairs {
         // Ahead of LIBPQ_KEYWORDS, which may still name some of these.
         if tls::KEYWORDS.contains(&key.as_str()) {
@@ -351,9 +344,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             continue;
         }
         match key.as_str() {
-            "host" => host = parse_host("host", value)?,
-            "hostaddr" => hostaddr = parse_hostaddr(value)?,
-            "port" => info.port = parse_port(&value)?,
+            k if hosts::KEYWORDS.contains(&k) => hosts::set(&mut info, &mut raw, k, value)?,
             "dbname" => info.dbname = non_empty(value),
             "user" => info.user = non_empty(value),
             "password" => info.password = non_empty(value),
@@ -369,80 +360,12 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
         }
     }
     tls::finish(&info.tls)?;
-    // As in libpq, hostaddr is where we connect; host then names the server
-    // for verify-full and SNI.
-    match (hostaddr, host) {
-        (Some(addr), host) => {
-            info.server_name = match host {
-                Some(BackendHost::Tcp(name)) => ServerName::Named(name),
-                _ => ServerName::Unnamed,
-            };
-            info.host = addr;
-        }
-        (None, Some(host)) => info.host = host,
-        (None, None) => {}
-    }
+    info.hosts = raw.resolve()?;
     Ok(info)
 }
 
 fn non_empty(value: String) -> Option<String> {
     (!value.is_empty()).then_some(value)
-}
-
-fn parse_host(key: &str, value: String) -> Result<Option<BackendHost>, ConnInfoError> {
-    if value.is_empty() {
-        return Ok(None);
-    }
-    if value.contains(',') {
-        let key = key.to_string();
-        return Err(ConnInfoError::MultipleHosts { key, value });
-    }
-    if value.starts_with('@') {
-        return Err(ConnInfoError::AbstractSocket(value));
-    }
-    if value.starts_with('/') {
-        return Ok(Some(BackendHost::Unix(PathBuf::from(value))));
-    }
-    Ok(Some(BackendHost::Tcp(value)))
-}
-
-fn parse_hostaddr(value: String) -> Result<Option<BackendHost>, ConnInfoError> {
-    let parsed = parse_host("hostaddr", value)?;
-    if let Some(BackendHost::Tcp(addr)) = &parsed {
-        if addr.parse::<IpAddr>().is_ok() {
-            return Ok(parsed);
-        }
-    }
-    match parsed {
-        None => Ok(None),
-        Some(BackendHost::Tcp(value)) => Err(ConnInfoError::InvalidValue {
-            key: "hostaddr".to_string(),
-            value,
-            reason: "expected a numeric IPv4 or IPv6 address".to_string(),
-        }),
-        Some(BackendHost::Unix(dir)) => Err(ConnInfoError::InvalidValue {
-            key: "hostaddr".to_string(),
-            value: dir.display().to_string(),
-            reason: "a socket directory belongs in host, not hostaddr".to_string(),
-        }),
-    }
-}
-
-/// An empty port means the default, as in libpq.
-fn parse_port(value: &str) -> Result<u16, ConnInfoError> {
-    if value.is_empty() {
-        return Ok(ConnInfo::DEFAULT_PORT);
-    }
-    if value.contains(',') {
-        return Err(ConnInfoError::MultipleHosts {
-            key: "port".to_string(),
-            value: value.to_string(),
-        });
-    }
-    match value.parse::<u16>() {
-        Ok(port) if port > 0 => Ok(port),
-        _ => Err(ConnInfoError::InvalidPort(value.to_string())),
-    }
 }
 
 fn parse_sslmode(key: &str, value: String) -> Result<SslMode, ConnInfoError> {

@@ -223,7 +223,7 @@ mod tests {
         let app = &min.databases["app"].conninfo;
         assert_eq!(app.dbname.as_deref(), Some("app"));
         assert_eq!(
-            app.socket_path(),
+            app.first_host().socket_path(),
             Some(PathBuf::from("/var/run/postgresql/.s.PGSQL.5432"))
         );
     }

@@ -27,8 +27,8 @@ mod tcp;
 mod validate;
 
 pub use conninfo::{
-    ChannelBinding, ClientCertMode, Compression, ConnInfoError, ServerName, Sni, TlsOptions,
-    TlsProtocol,
+    ChannelBinding, ClientCertMode, Compression, ConnInfoError, HostSpec, LoadBalance, ServerName,
+    Sni, TargetSessionAttrs, TlsOptions, TlsProtocol,
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
@@ -361,10 +361,13 @@ pub enum BackendHost {
 /// `Debug` and `Display` never show the password (see `conninfo.rs`).
 #[derive(Clone, PartialEq)]
 pub struct ConnInfo {
-    /// `host`; default `/var/run/postgresql` as Debian's libpq.
-    pub host: BackendHost,
-    /// `port`; default 5432.
-    pub port: u16,
+    /// `host`, `hostaddr` and `port`, matched up into hosts (never empty);
+    /// by default one: `/var/run/postgresql` as Debian's libpq, port 5432.
+    pub hosts: Vec<HostSpec>,
+    /// `target_session_attrs`: which of the hosts a backend may stay on.
+    pub target_session_attrs: TargetSessionAttrs,
+    /// `load_balance_hosts`: whether the hosts are tried in a random order.
+    pub load_balance_hosts: LoadBalance,
     /// `dbname`; `None` = the entry's name (filled in by validation, so always Some after load).
     pub dbname: Option<String>,
     /// `user`; `None` = each client's own user.
@@ -379,9 +382,6 @@ pub struct ConnInfo {
     pub sslrootcert: Option<PathBuf>,
     /// `connect_timeout` (whole seconds in libpq, at least 2), if given.
     pub connect_timeout: Option<Duration>,
-    /// Where the name for verify-full and SNI comes from (`host`, also
-    /// when `hostaddr` gives the address, as in libpq).
-    pub server_name: ServerName,
     /// The other TLS keywords (`sslcert`, `channel_binding`, ...).
     pub tls: TlsOptions,
     /// `keepalives*` and `tcp_user_timeout` (TCP backends only).

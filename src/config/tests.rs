@@ -141,7 +141,10 @@ fn full_config() {
         Some("app"),
         "dbname defaults to the entry name"
     );
-    assert_eq!(app.conninfo.host, BackendHost::Unix("/run/pg".into()));
+    assert_eq!(
+        app.conninfo.first_host().host,
+        BackendHost::Unix("/run/pg".into())
+    );
     assert_eq!(
         (app.pool_size, app.pool_mode),
         (Some(3), Some(PoolMode::Session))
@@ -149,7 +152,10 @@ fn full_config() {
     assert_eq!(c.pool_size_for("app"), 3);
     let other = &c.databases["my.db"];
     assert_eq!(other.conninfo.dbname.as_deref(), Some("real"));
-    assert_eq!(other.conninfo.host, BackendHost::Tcp("::1".into()));
+    assert_eq!(
+        other.conninfo.first_host().host,
+        BackendHost::Tcp("::1".into())
+    );
     assert_eq!(
         other.conninfo.sslrootcert,
         Some(PathBuf::from("/etc/pgharbor/ca.pem"))

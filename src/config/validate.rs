@@ -283,8 +283,12 @@ fn database(
         .map_err(|e| ConfigError::invalid(&conninfo_key, e))?;
     // libpq falls back to ~/.postgresql/root.crt; a pooler should not depend
     // on its service account's home directory, so the CA must be named.
-    let mode = conninfo.tls_mode();
-    if matches!(mode, SslMode::VerifyCa | SslMode::VerifyFull) && conninfo.sslrootcert.is_none() {
+    let verifying = conninfo
+        .hosts
+        .iter()
+        .map(|h| conninfo.tls_mode(h))
+        .find(|m| matches!(m, SslMode::VerifyCa | SslMode::VerifyFull));
+    if let (Some(mode), None) = (verifying, &conninfo.sslrootcert) {
         return Err(ConfigError::invalid(
             &conninfo_key,
             format!(

@@ -37,7 +37,8 @@ impl Lease {
     /// once, closed, or (when the server still owes replies, a transaction
     /// is open or session state must go) drained and reset in the
     /// background, so the client's next step does not wait for it.
-    /// `server_lifetime` is checked here, never while a client holds it.
+    /// `server_lifetime` and `target_session_attrs` are checked here,
+    /// never while a client holds it.
     pub fn finish(mut self, how: Departure) {
         let Some(mut obj) = self.obj.take() else {
             return;
@@ -49,8 +50,8 @@ impl Lease {
                 return;
             }
             HandOff::Reuse => {
-                if self.pool.past_lifetime(&obj) {
-                    discard(obj, "server_lifetime reached");
+                if let Some(why) = self.pool.retire_reason(&obj) {
+                    discard(obj, why);
                     return;
                 }
                 obj.clean = true;
@@ -70,13 +71,15 @@ impl Lease {
                 .settle(how, pool.drain_timeout, &pool.reset_query)
                 .await;
             match settled {
-                Ok(()) if pool.past_lifetime(&obj) => discard(obj, "server_lifetime reached"),
-                Ok(()) => {
-                    obj.clean = true;
-                    obj.idle_since = Instant::now();
-                    obj.backend.pooled();
-                    drop(obj);
-                }
+                Ok(()) => match pool.retire_reason(&obj) {
+                    Some(why) => discard(obj, why),
+                    None => {
+                        obj.clean = true;
+                        obj.idle_since = Instant::now();
+                        obj.backend.pooled();
+                        drop(obj);
+                    }
+                },
                 Err(why) => discard(obj, &why),
             }
             drop(permit);

@@ -15,11 +15,11 @@ use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{BackendError, BackendTarget, Credentials, Link, PoolerStatement};
+use crate::backend::{still_fits, BackendError, Credentials, HostRoute, Link, PoolerStatement};
+use crate::config::TargetSessionAttrs;
 use crate::stats::{Class, Stats};
 use crate::stream::Stream;
 use crate::tls::connector::Opening;
-use crate::tls::BackendTls;
 
 /// How often a client blocked by a shared limit looks again for an idle
 /// backend to evict (or one of its own pool to take instead).
@@ -64,11 +64,10 @@ pub enum OpenError {
 /// Creates backends for one pool and vets them on checkout.
 pub struct BackendManager {
     pub(super) key: PoolKey,
-    pub(super) target: Arc<BackendTarget>,
-    pub(super) tls: BackendTls,
+    /// The conninfo's hosts, and which of them a backend may go to.
+    pub(super) route: HostRoute,
     pub(super) creds: RwLock<Credentials>,
     pub(super) cache: Arc<SaltedPasswordCache>,
-    pub(super) connect_timeout: Duration,
     /// `server_command_timeout`, given to every backend it opens.
     pub(super) command_timeout: Duration,
     pub(super) startup_params: Vec<(String, String)>,
@@ -160,14 +159,11 @@ impl managed::Manager for BackendManager {
                 hinted = true;
             }
         }
-        let connect = Link::connect(self.target.clone(), &self.tls, &creds, &params, &self.cache);
+        // Each host's attempt is bounded inside the route (libpq's
+        // connect_timeout is per host).
         self.opening.fetch_add(1, Ordering::Relaxed);
-        let result = tokio::time::timeout(self.connect_timeout, connect).await;
+        let result = self.route.connect(&creds, &params, &self.cache).await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
-        let result = match result {
-            Ok(r) => r,
-            Err(_) => Err(BackendError::Timeout(self.target.describe())),
-        };
         match result {
             Ok(mut backend) => {
                 self.pacer.succeeded();
@@ -179,10 +175,11 @@ impl managed::Manager for BackendManager {
                 self.servers.opened(&backend);
                 tracing::info!(
                     backend = backend.id(),
-                    server = %self.target.describe(),
-                    user = %self.target.user,
-                    database = %self.target.dbname,
+                    server = %backend.target().describe(),
+                    user = %backend.target().user,
+                    database = %backend.target().dbname,
                     pid = backend.cancel().pid,
+                    role = backend.role().as_str(),
                     "backend connected"
                 );
                 Ok(Pooled {
@@ -194,9 +191,12 @@ impl managed::Manager for BackendManager {
             }
             Err(e) => {
                 self.pacer.failed();
-                let tls = self.tls.opening() == Opening::Require;
-                self.stats
-                    .backend_failed(Class::backend(self.target.transport(), tls));
+                // Counted against the first host: no backend says which.
+                if let Some(host) = self.route.hosts().first() {
+                    let tls = host.tls.opening() == Opening::Require;
+                    self.stats
+                        .backend_failed(Class::backend(host.target.transport(), tls));
+                }
                 Err(e.into())
             }
         }
@@ -225,6 +225,12 @@ impl managed::Manager for BackendManager {
                     "backend closed"
                 );
                 return Err(RecycleError::message("server_check_query failed"));
+            }
+            // The check's ReadyForQuery brought any changed in_hot_standby
+            // or default_transaction_read_only with it.
+            if let Some(why) = self.misfit(&obj.backend) {
+                tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
+                return Err(RecycleError::message(why));
             }
         }
         Ok(())
@@ -276,6 +282,18 @@ impl BackendManager {
             held.extend(permit);
         }
         Ok(held)
+    }
+
+    /// Why `link`'s server no longer fits `target_session_attrs`, if it
+    /// does not (a standby promoted under `standby`, a primary made
+    /// read-only under `read-write`): read from what the server last
+    /// reported, so it costs no query.
+    pub(super) fn misfit(&self, link: &Link) -> Option<&'static str> {
+        let attrs = self.route.attrs();
+        if attrs == TargetSessionAttrs::Any {
+            return None;
+        }
+        still_fits(attrs, link.role()).err()
     }
 
     /// Whether this pool holds an idle backend right now.

@@ -47,9 +47,8 @@ pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
-use crate::backend::{BackendError, BackendTarget, Credentials};
+use crate::backend::{BackendError, Credentials, HostRoute};
 use crate::stats::Stats;
-use crate::tls::BackendTls;
 
 /// Identifies one pool.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -121,8 +120,6 @@ pub struct PoolSettings {
     pub reserve_timeout: Duration,
     /// Longest wait for a free backend.
     pub wait_timeout: Duration,
-    /// Limit on opening one backend.
-    pub connect_timeout: Duration,
     /// Limit on each of the pooler's own statements on a backend.
     pub command_timeout: Duration,
     /// Run at release; "" skips it.
@@ -142,29 +139,25 @@ pub struct PoolSettings {
     pub limits: Vec<Arc<LimitGroup>>,
     /// Extra startup parameters for every backend (from the conninfo).
     pub startup_params: Vec<(String, String)>,
-    /// TLS toward the server.
-    pub tls: BackendTls,
     /// Where connects and closes are counted.
     pub stats: Arc<Stats>,
 }
 
 impl Pool {
-    /// A pool that opens backends to `target` with `creds`, and its
+    /// A pool that opens backends on `route`'s hosts with `creds`, and its
     /// maintenance task (which needs a tokio runtime).
     pub fn new(
         key: PoolKey,
-        target: BackendTarget,
+        route: HostRoute,
         creds: Credentials,
         cache: Arc<SaltedPasswordCache>,
         settings: PoolSettings,
     ) -> Result<Pool, String> {
         let manager = BackendManager {
             key: key.clone(),
-            target: Arc::new(target),
-            tls: settings.tls,
+            route,
             creds: RwLock::new(creds),
             cache,
-            connect_timeout: settings.connect_timeout,
             command_timeout: settings.command_timeout,
             startup_params: settings.startup_params,
             stats: settings.stats,
@@ -370,9 +363,16 @@ impl Pool {
     }
 
     /// Whether `obj` has outlived `server_lifetime`.
-    fn past_lifetime(&self, obj: &Pooled) -> bool {
-        let lifetime = self.inner.manager().lifetime;
-        !lifetime.is_zero() && obj.backend.opened_at().elapsed() >= lifetime
+    /// Why a backend coming back must be closed rather than pooled:
+    /// past `server_lifetime`, or its server no longer fits
+    /// `target_session_attrs`.
+    fn retire_reason(&self, obj: &Pooled) -> Option<&'static str> {
+        let manager = self.inner.manager();
+        let lifetime = manager.lifetime;
+        if !lifetime.is_zero() && obj.backend.opened_at().elapsed() >= lifetime {
+            return Some("server_lifetime reached");
+        }
+        manager.misfit(&obj.backend)
     }
 
     /// Clients waiting for a backend now.

@@ -11,8 +11,8 @@ use openssl::x509::verify::X509VerifyFlags;
 
 use super::{client_cert, SslMode, TlsError};
 use crate::config::{
-    BackendHost, ChannelBinding, ClientCertMode, Compression, Config, ConnInfo, Sni, TlsOptions,
-    TlsProtocol,
+    BackendHost, ChannelBinding, ClientCertMode, Compression, Config, ConnInfo, HostSpec, Sni,
+    TlsOptions, TlsProtocol,
 };
 
 /// How one pool talks TLS to its server; built once per pool.
@@ -65,45 +65,64 @@ impl BackendTls {
         }
     }
 
-    /// The TLS of a database entry's backends. Reads the certificate files,
-    /// so `pgharbor check` and start-up call it too: a bad key is reported
-    /// before any client comes.
-    pub fn for_conninfo(info: &ConnInfo) -> Result<Self, TlsError> {
-        let mode = info.tls_mode();
-        let unix = matches!(info.host, BackendHost::Unix(_));
-        let connector = match mode {
-            SslMode::Disable | SslMode::Allow => None,
-            _ => Some(Arc::new(build(
+    /// The TLS toward each host of a database entry, in list order. Reads
+    /// the certificate files, so `pgharbor check` and start-up call it
+    /// too: a bad key is reported before any client comes. One connector
+    /// per mode in use (TCP and socket hosts may differ), shared by the
+    /// hosts; each host keeps its own name for verify-full and SNI.
+    pub fn for_hosts(info: &ConnInfo) -> Result<Vec<Self>, TlsError> {
+        let mut built: Vec<(SslMode, Option<Arc<SslConnector>>)> = Vec::new();
+        let mut out = Vec::with_capacity(info.hosts.len());
+        for host in &info.hosts {
+            let mode = info.tls_mode(host);
+            let connector = match built.iter().find(|(m, _)| *m == mode) {
+                Some((_, c)) => c.clone(),
+                None => {
+                    let c = match mode {
+                        SslMode::Disable | SslMode::Allow => None,
+                        _ => Some(Arc::new(build(
+                            mode,
+                            info.sslrootcert.as_deref(),
+                            &info.tls,
+                        )?)),
+                    };
+                    built.push((mode, c.clone()));
+                    c
+                }
+            };
+            out.push(BackendTls {
                 mode,
-                info.sslrootcert.as_deref(),
-                &info.tls,
-            )?)),
-        };
-        Ok(BackendTls {
-            mode,
-            unix,
-            channel_binding: info.tls.channel_binding,
-            connector,
-            server_name: info.tls_server_name().map(str::to_string),
-            sni: info.tls.sni,
-        })
+                unix: matches!(host.host, BackendHost::Unix(_)),
+                channel_binding: info.tls.channel_binding,
+                connector,
+                server_name: host.tls_server_name().map(str::to_string),
+                sni: info.tls.sni,
+            });
+        }
+        Ok(out)
     }
 
     /// Builds the connector for `mode` alone (libpq's defaults for the rest);
     /// verify-ca and verify-full need `rootcert`.
     pub fn new(mode: SslMode, unix: bool, rootcert: Option<&Path>) -> Result<Self, TlsError> {
+        let host = if unix {
+            BackendHost::Unix("/".into())
+        } else {
+            BackendHost::Tcp("localhost".into())
+        };
         let info = ConnInfo {
-            host: if unix {
-                BackendHost::Unix("/".into())
-            } else {
-                BackendHost::Tcp("localhost".into())
-            },
+            hosts: vec![HostSpec {
+                host,
+                ..HostSpec::default()
+            }],
             sslmode: mode,
             socketsslmode: mode,
             sslrootcert: rootcert.map(Path::to_path_buf),
             ..ConnInfo::default()
         };
-        Self::for_conninfo(&info)
+        let mut all = Self::for_hosts(&info)?;
+        // One host in, one out.
+        Ok(all.remove(0))
     }
 
     /// The opening libpq would make in this mode. `allow` starts in plain, like
@@ -152,7 +171,7 @@ impl BackendTls {
 /// before the first client rather than to it.
 pub fn check_databases(config: &Config) -> Result<(), TlsError> {
     for (name, db) in &config.databases {
-        BackendTls::for_conninfo(&db.conninfo).map_err(|e| TlsError::Database {
+        BackendTls::for_hosts(&db.conninfo).map_err(|e| TlsError::Database {
             key: format!("databases.{name}.conninfo"),
             source: Box::new(e),
         })?;

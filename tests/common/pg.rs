@@ -839,3 +839,5 @@ fn make_certificates(dir: &Path) {
         );
     }
 }
+
+mod standby;

@@ -25,8 +25,8 @@ fn unix(dir: &str) -> BackendHost {
 fn empty_string_gives_libpq_defaults() {
     let info = parse("");
     assert_eq!(info, ConnInfo::default());
-    assert_eq!(info.host, unix("/var/run/postgresql"));
-    assert_eq!(info.port, 5432);
+    assert_eq!(info.first_host().host, unix("/var/run/postgresql"));
+    assert_eq!(info.first_host().port, 5432);
     assert_eq!(info.sslmode, SslMode::Prefer);
     assert_eq!(info.socketsslmode, SslMode::Disable);
     assert_eq!(info.dbname, None);
@@ -38,10 +38,10 @@ fn keyword_form_all_known_keys() {
         "host=db.example.com port=5433 dbname=app user=alice password=s3cret \
          sslmode=verify-full socketsslmode=require sslrootcert=/etc/ca.pem \
          connect_timeout=10 application_name=harbor options='-c work_mem=64MB' \
-         target_session_attrs=any load_balance_hosts=random",
+         target_session_attrs=read-write load_balance_hosts=random",
     );
-    assert_eq!(info.host, tcp("db.example.com"));
-    assert_eq!(info.port, 5433);
+    assert_eq!(info.first_host().host, tcp("db.example.com"));
+    assert_eq!(info.first_host().port, 5433);
     assert_eq!(info.dbname.as_deref(), Some("app"));
     assert_eq!(info.user.as_deref(), Some("alice"));
     assert_eq!(info.password.as_deref(), Some("s3cret"));
@@ -51,35 +51,16 @@ fn keyword_form_all_known_keys() {
     assert_eq!(info.connect_timeout, Some(Duration::from_secs(10)));
     assert_eq!(info.extra["application_name"], "harbor");
     assert_eq!(info.extra["options"], "-c work_mem=64MB");
+    assert_eq!(info.target_session_attrs, TargetSessionAttrs::ReadWrite);
+    assert_eq!(info.load_balance_hosts, LoadBalance::Random);
     assert!(!info.extra.contains_key("target_session_attrs"));
-}
-
-#[test]
-fn server_role_checks_are_refused_not_ignored() {
-    for v in [
-        "read-write",
-        "read-only",
-        "primary",
-        "standby",
-        "prefer-standby",
-    ] {
-        let e = ConnInfo::parse(&format!("host=/tmp target_session_attrs={v}")).unwrap_err();
-        assert!(
-            matches!(&e, ConnInfoError::Unsupported { key, .. } if key == "target_session_attrs"),
-            "{v}: {e}"
-        );
-    }
-    let e = ConnInfo::parse("host=/tmp target_session_attrs=writable").unwrap_err();
-    assert!(matches!(e, ConnInfoError::InvalidValue { .. }), "{e}");
-    let e = ConnInfo::parse("host=/tmp load_balance_hosts=yes").unwrap_err();
-    assert!(matches!(e, ConnInfoError::InvalidValue { .. }), "{e}");
 }
 
 #[test]
 fn keyword_form_spacing_quotes_and_escapes() {
     let info = parse("  host = /tmp\tport= 6000 dbname ='my db'  user=o\\'brien ");
-    assert_eq!(info.host, unix("/tmp"));
-    assert_eq!(info.port, 6000);
+    assert_eq!(info.first_host().host, unix("/tmp"));
+    assert_eq!(info.first_host().port, 6000);
     assert_eq!(info.dbname.as_deref(), Some("my db"));
     assert_eq!(info.user.as_deref(), Some("o'brien"));
 
@@ -96,9 +77,9 @@ fn keyword_form_spacing_quotes_and_escapes() {
 #[test]
 fn later_keys_override_earlier_ones_and_hostaddr_wins() {
     let info = parse("port=1 port=2 host=a.example hostaddr=10.0.0.5");
-    assert_eq!(info.port, 2);
-    assert_eq!(info.host, tcp("10.0.0.5"));
-    assert_eq!(parse("port=").port, 5432);
+    assert_eq!(info.first_host().port, 2);
+    assert_eq!(info.first_host().host, tcp("10.0.0.5"));
+    assert_eq!(parse("port=").first_host().port, 5432);
     assert_eq!(parse("connect_timeout=0").connect_timeout, None);
     assert_eq!(parse("connect_timeout=-3").connect_timeout, None);
 }
@@ -120,8 +101,7 @@ fn keyword_form_malformed() {
     assert!(err("socketsslmode=yes").starts_with(r#"invalid socketsslmode "yes""#));
     assert!(err("connect_timeout=5s").starts_with(r#"invalid connect_timeout "5s""#));
     assert!(err("hostaddr=db.example.com").starts_with(r#"invalid hostaddr"#));
-    assert!(err("host=h1,h2").contains("multiple hosts are not supported"));
-    assert!(err("port=5432,5433").contains("multiple hosts are not supported"));
+    assert!(err("port=5432,5433").contains("2 port numbers for 1 hosts"));
     assert!(err("host=@pgsock").contains("abstract Unix socket"));
 }
 
@@ -133,8 +113,8 @@ fn uri_form_full() {
     );
     assert_eq!(info.user.as_deref(), Some("alice"));
     assert_eq!(info.password.as_deref(), Some("p@ss:word"));
-    assert_eq!(info.host, tcp("db.example.com"));
-    assert_eq!(info.port, 5433);
+    assert_eq!(info.first_host().host, tcp("db.example.com"));
+    assert_eq!(info.first_host().port, 5433);
     assert_eq!(info.dbname.as_deref(), Some("my db"));
     assert_eq!(info.sslmode, SslMode::Require);
     assert_eq!(info.extra["application_name"], "harbor");
@@ -146,12 +126,16 @@ fn uri_form_short_and_defaults() {
     assert_eq!(parse("postgres://"), ConnInfo::default());
     let info = parse("postgresql://localhost");
     assert_eq!(
-        (info.host, info.port, info.dbname),
+        (
+            info.first_host().host.clone(),
+            info.first_host().port,
+            info.dbname
+        ),
         (tcp("localhost"), 5432, None)
     );
     let info = parse("postgresql://bob@/app");
     assert_eq!(info.user.as_deref(), Some("bob"));
-    assert_eq!(info.host, unix("/var/run/postgresql"));
+    assert_eq!(info.first_host().host, unix("/var/run/postgresql"));
     assert_eq!(info.dbname.as_deref(), Some("app"));
     assert_eq!(parse("postgresql://h/").dbname, None);
     assert_eq!(
@@ -167,23 +151,29 @@ fn uri_form_short_and_defaults() {
 #[test]
 fn uri_ipv6_and_socket_paths() {
     let info = parse("postgresql://[::1]:6000/app");
-    assert_eq!((info.host, info.port), (tcp("::1"), 6000));
+    assert_eq!(
+        (info.first_host().host.clone(), info.first_host().port),
+        (tcp("::1"), 6000)
+    );
     let info = parse("postgresql://[2001:db8::7]/app");
-    assert_eq!(info.host, tcp("2001:db8::7"));
+    assert_eq!(info.first_host().host, tcp("2001:db8::7"));
 
     let info = parse("postgresql://%2Fvar%2Frun%2Fpostgresql/db");
-    assert_eq!(info.host, unix("/var/run/postgresql"));
+    assert_eq!(info.first_host().host, unix("/var/run/postgresql"));
     assert_eq!(info.dbname.as_deref(), Some("db"));
     assert_eq!(
-        info.socket_path(),
+        info.first_host().socket_path(),
         Some(PathBuf::from("/var/run/postgresql/.s.PGSQL.5432"))
     );
-    assert_eq!(info.tls_mode(), SslMode::Disable);
+    assert_eq!(info.tls_mode(info.first_host()), SslMode::Disable);
 
     let info = parse("postgresql:///db?host=/tmp&port=6432");
-    assert_eq!((info.host, info.port), (unix("/tmp"), 6432));
+    assert_eq!(
+        (info.first_host().host.clone(), info.first_host().port),
+        (unix("/tmp"), 6432)
+    );
     let info = parse("postgresql://ignored/db?host=%2Ftmp");
-    assert_eq!(info.host, unix("/tmp"));
+    assert_eq!(info.first_host().host, unix("/tmp"));
 }
 
 #[test]
@@ -199,8 +189,7 @@ fn uri_malformed() {
     assert!(err("postgresql://h/a%2").contains("invalid percent-encoding"));
     assert!(err("postgresql://h/a%00b").contains("forbidden %00"));
     assert!(err("postgresql://h/a%ff").contains("not valid UTF-8"));
-    assert!(err("postgresql://h1,h2/app").contains("multiple hosts"));
-    assert!(err("postgresql://h1:5432,h2:5433/app").contains("multiple hosts"));
+    assert!(err("postgresql://h1:5432,h2:x/app").contains(r#"invalid port "5432,x""#));
     assert!(err("postgresql://%40abstract/app").contains("abstract Unix socket"));
 }
 

@@ -374,12 +374,15 @@ impl ConnInfo {
                     .into(),
             );
         }
-        let tcp = matches!(self.host, crate::config::BackendHost::Tcp(_));
-        if tcp && self.sslmode == SslMode::VerifyFull && self.tls_server_name().is_none() {
-            return Err(
-                "sslmode=verify-full with hostaddr needs host: the name the server's certificate must carry"
-                    .into(),
-            );
+        for host in &self.hosts {
+            let tcp = matches!(host.host, crate::config::BackendHost::Tcp(_));
+            if tcp && self.sslmode == SslMode::VerifyFull && host.tls_server_name().is_none() {
+                let msg = "sslmode=verify-full with hostaddr needs host: the name the server's certificate must carry";
+                return Err(match self.hosts.len() {
+                    1 => msg.to_string(),
+                    _ => format!("{msg} (host entry for hostaddr {})", host.describe()),
+                });
+            }
         }
         Ok(())
     }

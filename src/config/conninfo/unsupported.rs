@@ -5,9 +5,7 @@
 //!
 //! A few values are accepted because they already are what pgharbor does
 //! (`gssencmode=disable|prefer` mean "no GSSAPI" exactly as in a libpq built
-//! without GSSAPI; `sslnegotiation=postgres`; protocol version 3.0;
-//! `target_session_attrs=any` and either `load_balance_hosts`, which change
-//! nothing with the one host an entry names).
+//! without GSSAPI; `sslnegotiation=postgres`; protocol version 3.0).
 
 use super::ConnInfoError;
 
@@ -36,8 +34,6 @@ const BY_VALUE: &[&str] = &[
     "sslnegotiation",
     "min_protocol_version",
     "max_protocol_version",
-    "target_session_attrs",
-    "load_balance_hosts",
 ];
 
 /// Whether this module decides about `key`.
@@ -62,19 +58,6 @@ pub(super) fn check(key: &str, value: &str) -> Result<(), ConnInfoError> {
             "postgres" => true,
             "direct" => return Err(unsupported(key, "direct TLS toward PostgreSQL (libpq 17) is not implemented; use sslnegotiation=postgres")),
             _ => return Err(invalid(key, value, "expected postgres or direct")),
-        },
-        // One host per entry: any session fits, and there is nothing to
-        // balance; a check of the server's role is not implemented.
-        "target_session_attrs" => match value {
-            "any" => true,
-            "read-write" | "read-only" | "primary" | "standby" | "prefer-standby" => {
-                return Err(unsupported(key, "checking the server's role is not implemented: pgharbor would connect to a host of any role; give target_session_attrs=any or leave it out"))
-            }
-            _ => return Err(invalid(key, value, "expected any, read-write, read-only, primary, standby or prefer-standby")),
-        },
-        "load_balance_hosts" => match value {
-            "disable" | "random" => true,
-            _ => return Err(invalid(key, value, "expected disable or random")),
         },
         // pgharbor speaks protocol 3.0 to servers.
         "min_protocol_version" | "max_protocol_version" => match value {

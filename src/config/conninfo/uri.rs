@@ -26,37 +26,51 @@ pub(super) fn uri_pairs(rest: &str) -> Result<Vec<(String, String)>, ConnInfoErr
         rest = &rest[at + 1..];
     }
 
-    let host;
-    if let Some(bracketed) = rest.strip_prefix('[') {
-        let close = bracketed.find(']').ok_or_else(|| {
-            ConnInfoError::Uri("missing \"]\" after the IPv6 host address".to_string())
-        })?;
-        host = &bracketed[..close];
-        if host.is_empty() {
-            return Err(ConnInfoError::Uri(
-                "empty IPv6 host address in brackets".to_string(),
-            ));
+    // libpq's multi-host form: netloc[:port] pairs separated by commas,
+    // gathered into one host list and one port list (empty entries kept).
+    let mut hosts = Vec::new();
+    let mut ports = Vec::new();
+    let mut any_port = false;
+    loop {
+        let host;
+        if let Some(bracketed) = rest.strip_prefix('[') {
+            let close = bracketed.find(']').ok_or_else(|| {
+                ConnInfoError::Uri("missing \"]\" after the IPv6 host address".to_string())
+            })?;
+            host = &bracketed[..close];
+            if host.is_empty() {
+                return Err(ConnInfoError::Uri(
+                    "empty IPv6 host address in brackets".to_string(),
+                ));
+            }
+            rest = &bracketed[close + 1..];
+        } else {
+            let end = rest.find([':', '/', '?', ',']).unwrap_or(rest.len());
+            host = &rest[..end];
+            rest = &rest[end..];
         }
-        rest = &bracketed[close + 1..];
-    } else {
-        let end = rest.find([':', '/', '?', ',']).unwrap_or(rest.len());
-        host = &rest[..end];
-        rest = &rest[end..];
+        hosts.push(decode(host, "host")?);
+        let mut port = String::new();
+        if let Some(after_colon) = rest.strip_prefix(':') {
+            let end = after_colon
+                .find(['/', '?', ','])
+                .unwrap_or(after_colon.len());
+            port = decode(&after_colon[..end], "port")?;
+            any_port = true;
+            rest = &after_colon[end..];
+        }
+        ports.push(port);
+        match rest.strip_prefix(',') {
+            Some(next) => rest = next,
+            None => break,
+        }
     }
-    pairs.push(("host".to_string(), decode(host, "host")?));
-
-    if let Some(after_colon) = rest.strip_prefix(':') {
-        let end = after_colon
-            .find(['/', '?', ','])
-            .unwrap_or(after_colon.len());
-        pairs.push(("port".to_string(), decode(&after_colon[..end], "port")?));
-        rest = &after_colon[end..];
+    let host_list = hosts.join(",");
+    if !host_list.is_empty() {
+        pairs.push(("host".to_string(), host_list));
     }
-    if rest.starts_with(',') {
-        return Err(ConnInfoError::MultipleHosts {
-            key: "host".to_string(),
-            value: "(list in URI)".to_string(),
-        });
+    if any_port {
+        pairs.push(("port".to_string(), ports.join(",")));
     }
 
     let query = match rest.chars().next() {

@@ -73,6 +73,17 @@ const LIBPQ: &[(&str, &str)] = &[
     ("requiressl", "1"),
 ];
 
+/// Keywords read into their own fields, never passed through to backends.
+const IMPLEMENTED_ELSEWHERE: &[&str] = &[
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_count",
+    "tcp_user_timeout",
+    "target_session_attrs",
+    "load_balance_hosts",
+];
+
 /// The rule: each keyword libpq knows is implemented or refused with a
 /// reason; none is unknown to pgharbor, and the values above that pgharbor
 /// does not implement are refused as unsupported, never taken and ignored.
@@ -98,7 +109,6 @@ fn every_libpq_keyword_is_implemented_or_refused() {
         "oauth_client_id",
         "oauth_client_secret",
         "oauth_scope",
-        "target_session_attrs",
     ];
     for (key, value) in LIBPQ {
         let got = ConnInfo::parse(&format!("{key}='{value}'"));
@@ -114,6 +124,11 @@ fn every_libpq_keyword_is_implemented_or_refused() {
             assert!(got.is_ok(), "{key}={value}: {got:?}");
         }
     }
+    for key in IMPLEMENTED_ELSEWHERE {
+        let (_, value) = LIBPQ.iter().find(|(k, _)| k == key).expect("listed");
+        let info = parse(&format!("{key}={value}"));
+        assert!(info.extra.is_empty(), "{key} passed through: {info:?}");
+    }
 }
 
 #[test]
@@ -126,7 +141,7 @@ fn defaults_are_libpqs() {
     assert_eq!(tls.compression, Compression::Off);
     assert_eq!(tls.channel_binding, ChannelBinding::Prefer);
     assert_eq!(tls.cert_mode, ClientCertMode::Allow);
-    assert_eq!(info.tls_server_name(), Some("h"));
+    assert_eq!(info.first_host().tls_server_name(), Some("h"));
 }
 
 #[test]
@@ -181,16 +196,16 @@ fn requiressl_is_sslmode_require_in_string_order() {
 #[test]
 fn host_names_the_server_that_hostaddr_reaches() {
     let info = parse("host=db.example hostaddr=127.0.0.1");
-    assert_eq!(info.host, BackendHost::Tcp("127.0.0.1".into()));
-    assert_eq!(info.tls_server_name(), Some("db.example"));
+    assert_eq!(info.first_host().host, BackendHost::Tcp("127.0.0.1".into()));
+    assert_eq!(info.first_host().tls_server_name(), Some("db.example"));
     assert!(info
         .redacted()
         .starts_with("host=db.example hostaddr=127.0.0.1 "));
     let info = parse("hostaddr=127.0.0.1 host=db.example");
-    assert_eq!(info.tls_server_name(), Some("db.example"));
+    assert_eq!(info.first_host().tls_server_name(), Some("db.example"));
     let info = parse("hostaddr=127.0.0.1");
-    assert_eq!(info.tls_server_name(), None);
-    assert_eq!(parse("host=/tmp").tls_server_name(), None);
+    assert_eq!(info.first_host().tls_server_name(), None);
+    assert_eq!(parse("host=/tmp").first_host().tls_server_name(), None);
 }
 
 #[test]
