@@ -19,6 +19,8 @@ use crate::tls::SslMode;
 
 mod hosts;
 mod tcp;
+#[cfg(test)]
+pub(crate) use tcp::KEYWORDS as TCP_KEYWORDS;
 mod tls;
 mod unsupported;
 mod uri;

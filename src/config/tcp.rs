@@ -200,15 +200,7 @@ mod tests {
                 Err(e) => e.to_string(),
             }
         };
-        let keywords = [
-            "connect_timeout",
-            "keepalives",
-            "keepalives_idle",
-            "keepalives_interval",
-            "keepalives_count",
-            "tcp_user_timeout",
-        ];
-        for key in keywords {
+        for key in crate::config::conninfo::TCP_KEYWORDS {
             let e = parse(&format!(
                 "[databases.sales]\nconninfo = \"host=db {key}=soon\"\n"
             ));

@@ -306,13 +306,20 @@ impl BackendManager {
 }
 
 impl Pooled {
+    /// "server_lifetime reached" once the backend is older than `lifetime`
+    /// (zero: no limit).
+    pub(super) fn past_lifetime(&self, lifetime: Duration) -> Option<&'static str> {
+        let old = !lifetime.is_zero() && self.backend.opened_at().elapsed() >= lifetime;
+        old.then_some("server_lifetime reached")
+    }
+
     /// Why this idle backend must not be handed out again, if it must not:
     /// past `lifetime`, or the server closed it or sent something unasked
     /// (PgBouncer closes an idle server that talks, too).
     pub(super) fn unfit(&self, lifetime: Duration) -> Option<&'static str> {
         let b = &self.backend;
-        if !lifetime.is_zero() && b.opened_at().elapsed() >= lifetime {
-            return Some("server_lifetime reached");
+        if let Some(why) = self.past_lifetime(lifetime) {
+            return Some(why);
         }
         if b.state() != crate::backend::LinkState::Idle {
             return Some("idle server connection is not idle");

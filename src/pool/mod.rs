@@ -362,17 +362,13 @@ impl Pool {
         permit.map_err(|_| AcquireError::Closed)
     }
 
-    /// Whether `obj` has outlived `server_lifetime`.
     /// Why a backend coming back must be closed rather than pooled:
     /// past `server_lifetime`, or its server no longer fits
     /// `target_session_attrs`.
     fn retire_reason(&self, obj: &Pooled) -> Option<&'static str> {
         let manager = self.inner.manager();
-        let lifetime = manager.lifetime;
-        if !lifetime.is_zero() && obj.backend.opened_at().elapsed() >= lifetime {
-            return Some("server_lifetime reached");
-        }
-        manager.misfit(&obj.backend)
+        obj.past_lifetime(manager.lifetime)
+            .or_else(|| manager.misfit(&obj.backend))
     }
 
     /// Clients waiting for a backend now.

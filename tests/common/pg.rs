@@ -212,19 +212,7 @@ impl PgCluster {
         std::fs::write(data.join("pg_hba.conf"), hba).expect("write pg_hba.conf");
         chown_recursive(&data, user);
 
-        let log_file = std::fs::File::create(&log).expect("create postgres.log");
-        let mut postgres = Command::new(bin.join("postgres"));
-        postgres
-            .arg("-D")
-            .arg(&data)
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("dup log"))
-            .stderr(log_file)
-            .process_group(0);
-        run_as(&mut postgres, user);
-        let child = postgres.spawn().expect("spawn postgres");
-        std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+        let child = spawn_postmaster(&bin, &data, &dir, &log, &pidfile, user);
 
         // From here on, Drop stops the server if anything below panics.
         let cluster = PgCluster {
@@ -718,6 +706,33 @@ fn make_world_readable(path: &Path) {
             make_world_readable(&entry.path());
         }
     }
+}
+
+/// Starts `postgres -D data` (as `user` when we are root), its output in
+/// `log`, in its own process group, and records its pid in `pidfile` for
+/// the watchdog.
+fn spawn_postmaster(
+    bin: &Path,
+    data: &Path,
+    dir: &Path,
+    log: &Path,
+    pidfile: &Path,
+    user: Option<(u32, u32)>,
+) -> Child {
+    let log_file = std::fs::File::create(log).expect("create postgres log");
+    let mut postgres = Command::new(bin.join("postgres"));
+    postgres
+        .arg("-D")
+        .arg(data)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().expect("dup log"))
+        .stderr(log_file)
+        .process_group(0);
+    run_as(&mut postgres, user);
+    let child = postgres.spawn().expect("spawn postgres");
+    std::fs::write(pidfile, child.id().to_string()).expect("write pidfile");
+    child
 }
 
 /// A TCP port on 127.0.0.1 below the kernel's ephemeral range (32768 and

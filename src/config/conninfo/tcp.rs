@@ -21,7 +21,7 @@ use crate::config::tcp::{Keepalive, MAX_KEEPALIVE_COUNT, MAX_KEEPALIVE_SECS, MAX
 use crate::config::ConnInfo;
 
 /// The keywords this module interprets.
-pub(super) const KEYWORDS: [&str; 6] = [
+pub(crate) const KEYWORDS: [&str; 6] = [
     "connect_timeout",
     "keepalives",
     "keepalives_idle",

@@ -74,19 +74,7 @@ impl PgCluster {
         .expect("write standby postgresql.conf");
         chown_recursive(&data, user);
 
-        let log_file = std::fs::File::create(&log).expect("create standby log");
-        let mut postgres = Command::new(self.bin.join("postgres"));
-        postgres
-            .arg("-D")
-            .arg(&data)
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("dup log"))
-            .stderr(log_file)
-            .process_group(0);
-        run_as(&mut postgres, user);
-        let child = postgres.spawn().expect("spawn standby postgres");
-        std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+        let child = spawn_postmaster(&self.bin, &data, &dir, &log, &pidfile, user);
         let standby = PgCluster {
             dir,
             data,
