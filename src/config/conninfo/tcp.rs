@@ -145,16 +145,7 @@ mod tests {
     use super::*;
     use crate::config::TcpOptions;
 
-    fn parse(s: &str) -> ConnInfo {
-        ConnInfo::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
-    }
-
-    fn err(s: &str) -> String {
-        match ConnInfo::parse(s) {
-            Ok(_) => panic!("{s} should be refused"),
-            Err(e) => e.to_string(),
-        }
-    }
+    use crate::config::conninfo::tests::{err, parse};
 
     #[test]
     fn connect_timeout_as_libpq() {

@@ -2,11 +2,13 @@ use std::time::Duration;
 
 use super::*;
 
-fn parse(s: &str) -> ConnInfo {
+/// `s` parsed; panics with the error otherwise. Shared by the keyword modules' tests.
+pub(super) fn parse(s: &str) -> ConnInfo {
     ConnInfo::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
 }
 
-fn err(s: &str) -> String {
+/// The error `s` is refused with; panics if it parses.
+pub(super) fn err(s: &str) -> String {
     match ConnInfo::parse(s) {
         Ok(info) => panic!("{s:?} parsed: {info:?}"),
         Err(e) => e.to_string(),

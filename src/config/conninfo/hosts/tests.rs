@@ -2,16 +2,7 @@ use std::path::PathBuf;
 
 use crate::config::{BackendHost, ConnInfo, LoadBalance, ServerName, TargetSessionAttrs};
 
-fn parse(s: &str) -> ConnInfo {
-    ConnInfo::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
-}
-
-fn err(s: &str) -> String {
-    match ConnInfo::parse(s) {
-        Ok(info) => panic!("{s:?} parsed: {info:?}"),
-        Err(e) => e.to_string(),
-    }
-}
+use crate::config::conninfo::tests::{err, parse};
 
 /// (where, port, TLS name) of every host.
 fn hosts(s: &str) -> Vec<(String, u16, Option<String>)> {

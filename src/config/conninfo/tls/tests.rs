@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::config::{BackendHost, Config};
 
-fn parse(s: &str) -> ConnInfo {
-    ConnInfo::parse(s).unwrap_or_else(|e| panic!("{s:?}: {e}"))
-}
+use crate::config::conninfo::tests::parse;
 
 fn err(s: &str) -> ConnInfoError {
     match ConnInfo::parse(s) {
