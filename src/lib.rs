@@ -17,6 +17,7 @@ pub mod backend;
 pub mod client;
 pub mod config;
 pub mod fuzzing;
+pub mod import;
 pub mod listener;
 pub mod pool;
 pub mod pooler;

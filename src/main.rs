@@ -34,6 +34,18 @@ struct Cli {
 enum Command {
     /// Validate the configuration and the files it names, then exit.
     Check,
+    /// Translate a PgBouncer configuration into pgharbor.toml, listing
+    /// every key that could not be carried over and why.
+    ImportPgbouncer {
+        /// PgBouncer's configuration file (pgbouncer.ini).
+        ini: PathBuf,
+        /// PgBouncer's user list; replaces the ini's auth_file.
+        #[arg(long)]
+        userlist: Option<PathBuf>,
+        /// Where to write pgharbor.toml (default: standard output).
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Print the overhead report of a running pgharbor (SHOW OVERHEAD).
     Report {
         /// libpq connection string of its admin console, e.g.
@@ -58,6 +70,11 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::Check) => check(&cli.config),
         Some(Command::Report { admin, json }) => report(&admin, json),
+        Some(Command::ImportPgbouncer {
+            ini,
+            userlist,
+            output,
+        }) => import_pgbouncer(&ini, userlist.as_deref(), output.as_deref()),
         None => run(&cli.config, cli.threads),
     }
 }
@@ -94,6 +111,39 @@ fn check(path: &Path) -> ExitCode {
         return ExitCode::FAILURE;
     }
     println!("{}: configuration is valid", path.display());
+    ExitCode::SUCCESS
+}
+
+/// `pgharbor import-pgbouncer`: writes the translation only if pgharbor
+/// loads it; the notes go to stderr either way.
+fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) -> ExitCode {
+    let imported = match pgharbor::import::import(ini, userlist) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("pgharbor: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for note in &imported.notes {
+        eprintln!("pgharbor: {note}");
+    }
+    // Relative file names resolve against the output's directory, as they
+    // will when pgharbor loads it.
+    let target = output.map_or_else(|| PathBuf::from("pgharbor.toml"), Path::to_path_buf);
+    if let Err(e) = Config::parse(&imported.toml, &target) {
+        eprintln!("pgharbor: the translation does not load: {e}");
+        return ExitCode::FAILURE;
+    }
+    match output {
+        None => print!("{}", imported.toml),
+        Some(path) => {
+            if let Err(e) = std::fs::write(path, &imported.toml) {
+                eprintln!("pgharbor: cannot write {}: {e}", path.display());
+                return ExitCode::FAILURE;
+            }
+            eprintln!("pgharbor: wrote {}", path.display());
+        }
+    }
     ExitCode::SUCCESS
 }
 

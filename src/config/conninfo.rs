@@ -240,6 +240,21 @@ fn is_secret(key: &str) -> bool {
     key.contains("password")
 }
 
+/// Splits a keyword/value connection string into its pairs, as libpq does,
+/// without interpreting them (for tools that rewrite connection strings).
+pub fn split_keyword_pairs(s: &str) -> Result<Vec<(String, String)>, ConnInfoError> {
+    keyword_pairs(s)
+}
+
+/// Joins pairs into a keyword/value connection string, quoted as libpq reads it.
+pub fn join_keyword_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (key, value) in pairs {
+        push_pair(&mut out, key, value);
+    }
+    out
+}
+
 /// Appends ` key=value`, quoting the value when libpq would need it.
 fn push_pair(out: &mut String, key: &str, value: &str) {
     if !out.is_empty() {

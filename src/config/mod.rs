@@ -27,8 +27,9 @@ mod tcp;
 mod validate;
 
 pub use conninfo::{
-    ChannelBinding, ClientCertMode, Compression, ConnInfoError, HostSpec, LoadBalance, ServerName,
-    Sni, TargetSessionAttrs, TlsOptions, TlsProtocol,
+    join_keyword_pairs, split_keyword_pairs, ChannelBinding, ClientCertMode, Compression,
+    ConnInfoError, HostSpec, LoadBalance, ServerName, Sni, TargetSessionAttrs, TlsOptions,
+    TlsProtocol,
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
