@@ -360,3 +360,11 @@ fn rules_name_real_pgharbor_keys() {
         }
     }
 }
+
+#[test]
+fn the_readme_maps_every_key() {
+    let readme = include_str!("../../README.md");
+    for (key, _) in SETTINGS {
+        assert!(readme.contains(&format!("| `{key}` |")), "README lacks {key}");
+    }
+}
