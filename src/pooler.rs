@@ -162,7 +162,7 @@ impl Pooler {
             // A database removed by the reload, or whose conninfo now names
             // another user, leaves this pool to its current clients: it
             // keeps what it had (new clients get another pool).
-            let Some(db) = config.databases.get(&pool.key.database) else {
+            let Some(db) = config.database(&pool.key.database) else {
                 continue;
             };
             let user = &pool.key.user;
@@ -208,7 +208,7 @@ impl Pooler {
     /// The pool serving `user` on `database`; 3D000 if the database is unknown.
     pub fn pool_for(&self, database: &str, user: &str) -> Result<Arc<Pool>, ClientError> {
         let config = self.config();
-        let Some(db) = config.databases.get(database) else {
+        let Some(db) = config.database(database) else {
             return Err(ClientError::Refused(PgError::fatal(
                 "3D000",
                 format!("database \"{database}\" does not exist"),
@@ -296,7 +296,7 @@ impl Pooler {
 /// as `user`: one target and one TLS setup per host, each attempt bounded
 /// by libpq's `connect_timeout` (no longer than `server_connect_timeout`).
 fn host_route(config: &Config, database: &str, user: &str) -> Result<HostRoute, String> {
-    let Some(db) = config.databases.get(database) else {
+    let Some(db) = config.database(database) else {
         return Err(format!("database \"{database}\" is not configured"));
     };
     let info = &db.conninfo;

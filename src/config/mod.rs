@@ -38,6 +38,10 @@ pub use tcp::{Keepalive, TcpOptions};
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
 pub const ADMIN_DATABASE: &str = "pgharbor";
 
+/// The `[databases."*"]` table: PgBouncer's fallback for database names
+/// with no table of their own (a backend database of the same name).
+pub const FALLBACK_DATABASE: &str = "*";
+
 /// Why a configuration could not be loaded. Every variant but `Io` and
 /// `Syntax` names the offending key in dotted form (`pool.mode`,
 /// `databases.app.conninfo`).
@@ -113,9 +117,15 @@ impl Config {
         files::check(self)
     }
 
-    /// The database entry clients ask for by `name` (`None` for unknown names).
+    /// The database entry clients ask for by `name`: its own table, else
+    /// the `"*"` fallback; `None` for unknown names (and the admin console's).
     pub fn database(&self, name: &str) -> Option<&DatabaseConfig> {
-        self.databases.get(name)
+        if name == ADMIN_DATABASE {
+            return None;
+        }
+        self.databases
+            .get(name)
+            .or_else(|| self.databases.get(FALLBACK_DATABASE))
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE,
+    ListenConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE, FALLBACK_DATABASE,
 };
 use crate::tls::SslMode;
 
@@ -270,7 +270,8 @@ fn database(
         .ok_or_else(|| ConfigError::invalid(&conninfo_key, "required"))?;
     let mut conninfo =
         ConnInfo::parse(text).map_err(|e| ConfigError::invalid(&conninfo_key, e.to_string()))?;
-    if conninfo.dbname.is_none() {
+    // The fallback's dbname stays unset: each client's database name fills it.
+    if conninfo.dbname.is_none() && name != FALLBACK_DATABASE {
         conninfo.dbname = Some(name.to_string());
     }
     // Relative to the config file like every other path (libpq would use the cwd).
