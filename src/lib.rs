@@ -9,7 +9,8 @@
 //! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
 //! user timeout, [`pooler`] the shared state of one running pooler,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
-//! metrics endpoint, [`report`] `pgharbor report`.
+//! metrics endpoint, [`report`] `pgharbor report`, [`signals`] the operator
+//! signals, [`service`] what running as a system service needs.
 
 pub mod admin;
 pub mod auth;
@@ -23,6 +24,8 @@ pub mod pool;
 pub mod pooler;
 pub mod protocol;
 pub mod report;
+pub mod service;
+pub mod signals;
 pub mod sockopt;
 pub mod stats;
 pub mod stream;

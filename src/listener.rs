@@ -13,6 +13,7 @@ use tokio::net::{TcpListener, UnixListener, UnixStream};
 use crate::client::{self, ConnContext};
 use crate::config::Config;
 use crate::pooler::Pooler;
+use crate::service::activation::Inherited;
 use crate::stream::Stream;
 use crate::tls::Transport;
 
@@ -43,15 +44,21 @@ pub enum ListenError {
     Nothing,
 }
 
-/// Bound sockets; the Unix socket file is removed when this is dropped.
+/// Bound sockets; the Unix socket file is removed when this is dropped,
+/// unless the socket was inherited: then the service manager that made the
+/// file owns it and will accept on it again for the next start.
 pub struct Listeners {
     tcp: Vec<TcpListener>,
     unix: Option<(UnixListener, PathBuf)>,
     unix_path: Option<PathBuf>,
+    unix_inherited: bool,
 }
 
 impl Drop for Listeners {
     fn drop(&mut self) {
+        if self.unix_inherited {
+            return;
+        }
         let path = self
             .unix
             .as_ref()
@@ -71,22 +78,43 @@ pub fn socket_path(dir: &Path, port: u16) -> PathBuf {
 impl Listeners {
     /// Binds everything the config asks for.
     pub async fn bind(config: &Config) -> Result<Listeners, ListenError> {
+        Listeners::bind_with(config, &mut Inherited::default()).await
+    }
+
+    /// Like [`Listeners::bind`], but takes each configured address from
+    /// `inherited` (socket activation) when it is there instead of binding it.
+    pub async fn bind_with(
+        config: &Config,
+        inherited: &mut Inherited,
+    ) -> Result<Listeners, ListenError> {
         let mut tcp = Vec::new();
         for ip in &config.listen.addresses {
             let addr = std::net::SocketAddr::new(*ip, config.listen.port);
-            let sock = bind_tcp(addr).map_err(|source| ListenError::Tcp {
+            let tcp_err = |source| ListenError::Tcp {
                 addr: addr.to_string(),
                 source,
-            })?;
+            };
+            let sock = match inherited.take_tcp(addr) {
+                Some(l) => TcpListener::from_std(l).map_err(tcp_err)?,
+                None => bind_tcp(addr).map_err(tcp_err)?,
+            };
             tcp.push(sock);
         }
+        let mut unix_inherited = false;
         let unix = match &config.listen.unix_socket_dir {
             Some(dir) => {
                 let path = socket_path(dir, config.listen.port);
-                Some((
-                    bind_unix(&path, config.listen.unix_socket_mode).await?,
-                    path,
-                ))
+                let l = match inherited.take_unix(&path) {
+                    Some(l) => {
+                        unix_inherited = true;
+                        UnixListener::from_std(l).map_err(|source| ListenError::Unix {
+                            path: path.clone(),
+                            source,
+                        })?
+                    }
+                    None => bind_unix(&path, config.listen.unix_socket_mode).await?,
+                };
+                Some((l, path))
             }
             None => None,
         };
@@ -97,7 +125,16 @@ impl Listeners {
             tcp,
             unix,
             unix_path: None,
+            unix_inherited,
         })
+    }
+
+    /// The Unix socket file pgharbor created (not an inherited one), if any.
+    pub fn own_socket_file(&self) -> Option<&Path> {
+        match &self.unix {
+            Some((_, path)) if !self.unix_inherited => Some(path),
+            _ => None,
+        }
     }
 
     /// Accepts until `pooler.stop_accepting` fires, then closes the sockets.

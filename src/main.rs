@@ -5,19 +5,30 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use tokio::signal::unix::{signal, SignalKind};
 use tokio_util::sync::CancellationToken;
 
 use pgharbor::config::Config;
 use pgharbor::listener::Listeners;
 use pgharbor::pooler::Pooler;
+use pgharbor::service::activation::Inherited;
+use pgharbor::service::logfile::{self, LogFile};
+use pgharbor::service::notify::Notifier;
+use pgharbor::service::pidfile::{self, Pidfile};
+use pgharbor::service::{limits, privileges};
+use pgharbor::signals::{self, Action, Shutdown, Signals};
 
 /// A PostgreSQL connection pooler that treats Unix sockets and TCP differently.
 #[derive(Parser)]
 #[command(name = "pgharbor", version, about)]
 struct Cli {
     /// Configuration file.
-    #[arg(long, short, global = true, default_value = "conf/pgharbor.toml")]
+    #[arg(
+        long,
+        short,
+        global = true,
+        env = "PGHARBOR_CONFIG",
+        default_value = "/etc/pgharbor/pgharbor.toml"
+    )]
     config: PathBuf,
     /// Log filter (tracing syntax, e.g. `info` or `pgharbor=debug`); RUST_LOG wins if set.
     #[arg(long, global = true, default_value = "info")]
@@ -26,6 +37,15 @@ struct Cli {
     /// where the pooler shares cores with PostgreSQL and clients), 0 = one per core.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Write the process id here once started; removed on exit.
+    #[arg(long)]
+    pidfile: Option<PathBuf>,
+    /// Log to this file instead of stderr; SIGHUP and RELOAD reopen it.
+    #[arg(long)]
+    logfile: Option<PathBuf>,
+    /// Become this user after binding the sockets (overrides service.user).
+    #[arg(long)]
+    user: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -63,10 +83,22 @@ fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log_level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match cli.logfile.as_deref().map(LogFile::open).transpose() {
+        Ok(Some(file)) => {
+            builder.with_writer(file.clone()).with_ansi(false).init();
+            logfile::install(file);
+        }
+        Ok(None) => builder.with_writer(std::io::stderr).init(),
+        Err(e) => {
+            eprintln!("pgharbor: --logfile: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let service = ServiceOpts {
+        pidfile: cli.pidfile,
+        user: cli.user,
+    };
     match cli.command {
         Some(Command::Check) => check(&cli.config),
         Some(Command::Report { admin, json }) => report(&admin, json),
@@ -75,8 +107,14 @@ fn main() -> ExitCode {
             userlist,
             output,
         }) => import_pgbouncer(&ini, userlist.as_deref(), output.as_deref()),
-        None => run(&cli.config, cli.threads),
+        None => run(&cli.config, cli.threads, service),
     }
+}
+
+/// What the command line adds to the config for running as a service.
+struct ServiceOpts {
+    pidfile: Option<PathBuf>,
+    user: Option<String>,
 }
 
 /// `pgharbor check`: config errors name the key; file problems are listed.
@@ -114,11 +152,11 @@ fn check(path: &Path) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `pgharbor import-pgbouncer`: writes the translation only if pgharbor
-/// loads it; the notes go to stderr either way.
+/// `pgharbor import-pgbouncer`: the notes go to stderr, the file only
+/// where pgharbor loads it.
 fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) -> ExitCode {
-    let imported = match pgharbor::import::import(ini, userlist) {
-        Ok(i) => i,
+    let (imported, refused) = match pgharbor::import::translate(ini, userlist, output) {
+        Ok(t) => (t.imported, t.refused),
         Err(e) => {
             eprintln!("pgharbor: {e}");
             return ExitCode::FAILURE;
@@ -127,22 +165,20 @@ fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) 
     for note in &imported.notes {
         eprintln!("pgharbor: {note}");
     }
-    // Relative file names resolve against the output's directory, as they
-    // will when pgharbor loads it.
-    let target = output.map_or_else(|| PathBuf::from("pgharbor.toml"), Path::to_path_buf);
-    if let Err(e) = Config::parse(&imported.toml, &target) {
-        eprintln!("pgharbor: the translation does not load: {e}");
+    if let Some(e) = refused {
+        eprintln!("pgharbor: not written: pgharbor would refuse the translation: {e}");
         return ExitCode::FAILURE;
     }
-    match output {
-        None => print!("{}", imported.toml),
-        Some(path) => {
-            if let Err(e) = std::fs::write(path, &imported.toml) {
-                eprintln!("pgharbor: cannot write {}: {e}", path.display());
-                return ExitCode::FAILURE;
-            }
-            eprintln!("pgharbor: wrote {}", path.display());
+    let written = match output {
+        None => {
+            print!("{}", imported.toml);
+            Ok(())
         }
+        Some(path) => std::fs::write(path, &imported.toml),
+    };
+    if let Err(e) = written {
+        eprintln!("pgharbor: cannot write the output: {e}");
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }
@@ -175,7 +211,7 @@ fn report(conninfo: &str, json: bool) -> ExitCode {
     }
 }
 
-fn run(path: &Path, threads: usize) -> ExitCode {
+fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
     let config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
@@ -199,7 +235,7 @@ fn run(path: &Path, threads: usize) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config)) {
+    match runtime.block_on(serve(config, service)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pgharbor: {e}");
@@ -208,8 +244,19 @@ fn run(path: &Path, threads: usize) -> ExitCode {
     }
 }
 
-async fn serve(config: Config) -> Result<(), String> {
-    let listeners = Listeners::bind(&config).await.map_err(|e| e.to_string())?;
+async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
+    // First, so that no signal during start-up ends the process by its
+    // default action, skipping the clean-up and the log line.
+    let mut signals = Signals::install().map_err(|e| e.to_string())?;
+    let notifier = Notifier::from_env();
+    if let Some(p) = &service.pidfile {
+        pidfile::check(p).map_err(|e| e.to_string())?;
+    }
+    let mut inherited = Inherited::from_env().map_err(|e| e.to_string())?;
+    let listeners = Listeners::bind_with(&config, &mut inherited)
+        .await
+        .map_err(|e| e.to_string())?;
+    inherited.finish().map_err(|e| e.to_string())?;
     let shutdown_timeout = config.pool.shutdown_timeout;
     let path = config.path.clone();
     // Bound before start-up completes, so a taken port fails the start as the
@@ -222,6 +269,12 @@ async fn serve(config: Config) -> Result<(), String> {
         ),
         None => None,
     };
+    drop_privileges(&config, service.user.as_deref(), &listeners)?;
+    let _pidfile = match &service.pidfile {
+        Some(p) => Some(Pidfile::create(p).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    limits::warn_if_low(&config);
     let pooler = Pooler::new(config).await.map_err(|e| e.to_string())?;
     let metrics_stop = CancellationToken::new();
     let metrics = metrics_listener.map(|l| {
@@ -231,30 +284,27 @@ async fn serve(config: Config) -> Result<(), String> {
             metrics_stop.clone(),
         ))
     });
-    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
-    let mut sighup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let accept = tokio::spawn(listeners.serve(pooler.clone()));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
-    let graceful = loop {
-        tokio::select! {
-            _ = sigterm.recv() => break true,
-            _ = sigint.recv() => break false,
-            _ = sighup.recv() => reload(&pooler, &path).await,
+    notifier.ready("accepting connections");
+    let mode = loop {
+        let sig = signals.recv().await;
+        match signals::action(sig, false) {
+            Action::Shutdown(mode) => break mode,
+            other => on_signal(other, &pooler, &path, &notifier).await,
         }
     };
+    notifier.stopping(match mode {
+        Shutdown::Safe => "safe shutdown: waiting for sessions to end",
+        Shutdown::Immediate => "immediate shutdown",
+    });
     pooler.stop_accepting.cancel();
     let _ = accept.await;
     pooler.tasks.close();
-    if graceful {
-        tracing::info!(timeout = ?shutdown_timeout, "SIGTERM: no new clients; waiting for sessions to end");
-        tokio::select! {
-            _ = pooler.tasks.wait() => {}
-            _ = tokio::time::sleep(shutdown_timeout) => tracing::info!("shutdown_timeout reached; closing sessions"),
-            _ = sigint.recv() => tracing::info!("SIGINT: closing sessions now"),
-        }
+    if mode == Shutdown::Safe {
+        drain(&mut signals, &pooler, &path, &notifier, shutdown_timeout).await;
     } else {
-        tracing::info!("SIGINT: closing sessions now");
+        tracing::info!("immediate shutdown: closing sessions now");
     }
     pooler.terminate_sessions();
     // Metrics stay up through the graceful drain, for whoever watches it.
@@ -262,8 +312,84 @@ async fn serve(config: Config) -> Result<(), String> {
     if let Some(task) = metrics {
         let _ = task.await;
     }
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), pooler.tasks.wait()).await;
+    let wait = tokio::time::sleep(std::time::Duration::from_secs(2));
+    tokio::pin!(wait);
+    loop {
+        tokio::select! {
+            _ = pooler.tasks.wait() => break,
+            _ = &mut wait => break,
+            sig = signals.recv() => if matches!(signals::action(sig, true), Action::Shutdown(_)) { break },
+        }
+    }
     tracing::info!("pgharbor stopped");
+    Ok(())
+}
+
+/// Safe shutdown: sessions may end by themselves within `timeout`; a second
+/// shutdown signal cuts the wait short. Other signals still work meanwhile.
+async fn drain(
+    signals: &mut Signals,
+    pooler: &Arc<Pooler>,
+    path: &Path,
+    notifier: &Notifier,
+    timeout: std::time::Duration,
+) {
+    tracing::info!(timeout = ?timeout, "safe shutdown: no new clients; waiting for sessions to end");
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    loop {
+        tokio::select! {
+            _ = pooler.tasks.wait() => return,
+            _ = &mut deadline => {
+                tracing::info!("shutdown_timeout reached; closing sessions");
+                return;
+            }
+            sig = signals.recv() => match signals::action(sig, true) {
+                Action::Shutdown(_) => {
+                    tracing::info!(signal = %sig, "immediate shutdown: closing sessions now");
+                    return;
+                }
+                other => on_signal(other, pooler, path, notifier).await,
+            },
+        }
+    }
+}
+
+/// The signals that do not stop the pooler.
+async fn on_signal(action: Action, pooler: &Arc<Pooler>, path: &Path, notifier: &Notifier) {
+    match action {
+        Action::Reload => {
+            notifier.reloading();
+            // First, so log rotation works even while the config file is broken.
+            logfile::reopen();
+            reload(pooler, path).await;
+            notifier.ready("accepting connections");
+        }
+        Action::Pause => signals::pause(pooler),
+        Action::Resume => signals::resume(pooler),
+        Action::Shutdown(_) => {}
+    }
+}
+
+/// `service.user` (or `--user`): switch now that every socket is bound.
+fn drop_privileges(
+    config: &Config,
+    cli_user: Option<&str>,
+    listeners: &Listeners,
+) -> Result<(), String> {
+    let Some(name) = cli_user.or(config.service.user.as_deref()) else {
+        return Ok(());
+    };
+    let user = privileges::lookup(name).map_err(|e| e.to_string())?;
+    let own: Vec<&Path> = listeners
+        .own_socket_file()
+        .into_iter()
+        .chain(logfile::installed().map(LogFile::path))
+        .collect();
+    privileges::switch(&user, &own).map_err(|e| e.to_string())?;
+    if let Err(e) = std::fs::File::open(&config.path) {
+        tracing::warn!(path = %config.path.display(), user = %user.name, error = %e, "service.user cannot read the config file: RELOAD and SIGHUP will fail");
+    }
     Ok(())
 }
 

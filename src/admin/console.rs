@@ -32,6 +32,14 @@ pub struct Authorized {
     _private: (),
 }
 
+impl Authorized {
+    /// Proof for a command sent as a signal (SIGUSR1 = PAUSE, SIGUSR2 =
+    /// RESUME): the kernel lets only root or the process's own user send one.
+    pub(crate) fn by_signal() -> Authorized {
+        Authorized { _private: () }
+    }
+}
+
 /// True when `user` may use the admin console under `config`.
 pub fn is_admin(config: &Config, user: &str) -> bool {
     config.admin.users.iter().any(|u| u == user)
@@ -265,6 +273,8 @@ fn help() -> PgError {
 /// RELOAD: the config file and auth file again, as on SIGHUP; a broken file
 /// keeps the old configuration and says why.
 async fn reload(pooler: &Pooler, _: &Authorized) -> Result<(), PgError> {
+    // First, so log rotation works even while the config file is broken.
+    crate::service::logfile::reopen();
     let failed = |e: String| {
         PgError::error("F0000", format!("RELOAD failed: {e}"))
             .with_hint("The old configuration stays in use; fix the file and RELOAD again.")

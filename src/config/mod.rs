@@ -23,6 +23,7 @@ mod conninfo;
 mod files;
 mod pool;
 mod raw;
+mod service;
 mod tcp;
 mod validate;
 
@@ -33,6 +34,7 @@ pub use conninfo::{
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
+pub use service::ServiceConfig;
 pub use tcp::{Keepalive, TcpOptions};
 
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
@@ -173,6 +175,8 @@ pub struct Config {
     pub databases: BTreeMap<String, DatabaseConfig>,
     /// `[users.NAME]`, by role name.
     pub users: BTreeMap<String, UserConfig>,
+    /// `[service]`
+    pub service: ServiceConfig,
 }
 
 /// `[listen]`: sockets the pooler accepts clients on.

@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub databases: BTreeMap<String, RawDatabase>,
     #[serde(default)]
     pub users: BTreeMap<String, RawUser>,
+    #[serde(default)]
+    pub service: super::service::RawService,
 }
 
 /// `[listen]`

@@ -65,6 +65,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         admin,
         databases,
         users,
+        service: super::service::validate(raw.service)?,
     })
 }
 

@@ -107,6 +107,28 @@ pub struct Imported {
     pub notes: Vec<Note>,
 }
 
+/// An import and whether pgharbor loads it.
+#[derive(Debug)]
+pub struct Translation {
+    /// The import.
+    pub imported: Imported,
+    /// Why pgharbor would refuse it, if it would.
+    pub refused: Option<crate::config::ConfigError>,
+}
+
+/// [`import`], checked by loading the result as pgharbor would from
+/// `output` (relative file names resolve against its directory).
+pub fn translate(
+    ini: &Path,
+    userlist: Option<&Path>,
+    output: Option<&Path>,
+) -> Result<Translation, ImportError> {
+    let imported = import(ini, userlist)?;
+    let target = output.map_or_else(|| PathBuf::from("pgharbor.toml"), Path::to_path_buf);
+    let refused = crate::config::Config::parse(&imported.toml, &target).err();
+    Ok(Translation { imported, refused })
+}
+
 /// Imports `ini` (PgBouncer's pgbouncer.ini); `userlist` replaces its auth_file.
 pub fn import(ini: &Path, userlist: Option<&Path>) -> Result<Imported, ImportError> {
     let entries = ini::read(ini)?;
@@ -174,8 +196,8 @@ pub fn import(ini: &Path, userlist: Option<&Path>) -> Result<Imported, ImportErr
 /// One `[pgbouncer]` key.
 fn setting(doc: &mut Doc, notes: &mut Notes, key: &str, value: &str, at: &str) {
     match settings::rule(key) {
-        Some(Rule::To { conv, .. }) if conv == settings::Conv::File && value.trim().is_empty() => {
-            notes.same(at, key, "empty: no file, as pgharbor's default");
+        Some(Rule::To { conv, .. }) if conv == settings::Conv::Unset && value.trim().is_empty() => {
+            notes.same(at, key, "empty: unset, as pgharbor's default");
         }
         Some(Rule::To {
             table,

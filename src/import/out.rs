@@ -44,7 +44,7 @@ pub struct Doc {
 }
 
 /// The order of pgharbor's own sections; databases and users follow.
-const SECTION_ORDER: &[&str] = &["listen", "tls", "auth", "pool", "admin", "general"];
+const SECTION_ORDER: &[&str] = &["listen", "tls", "auth", "pool", "admin", "service"];
 
 impl Doc {
     /// Sets `table.key`, replacing an earlier value of the same key.

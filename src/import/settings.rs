@@ -23,8 +23,9 @@ pub enum Conv {
     Bool,
     /// Text as it is.
     Str,
-    /// A file name; empty leaves it unset, as in PgBouncer.
-    File,
+    /// Text, where empty leaves the key unset, as in PgBouncer (file
+    /// names, the user to run as).
+    Unset,
     /// A comma-separated list.
     List,
     /// `listen_addr`: `*`, a list, or empty for no TCP.
@@ -100,8 +101,8 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("tcp_user_timeout", to("listen", "tcp_user_timeout", Conv::Millis)),
     // TLS toward clients.
     ("client_tls_sslmode", Rule::To { table: "tls", key: "sslmode", conv: Conv::ClientSslMode, absent: Some("disable") }),
-    ("client_tls_cert_file", to("tls", "cert_file", Conv::File)),
-    ("client_tls_key_file", to("tls", "key_file", Conv::File)),
+    ("client_tls_cert_file", to("tls", "cert_file", Conv::Unset)),
+    ("client_tls_key_file", to("tls", "key_file", Conv::Unset)),
     ("client_tls_protocols", to("tls", "min_protocol_version", Conv::TlsProtocols)),
     ("client_tls_ca_file", none(&[""], "client certificates are not supported")),
     ("client_tls_ciphers", none(&["default"], "pgharbor offers OpenSSL's default ciphers")),
@@ -118,7 +119,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("server_tls13_ciphers", none(&[""], "pgharbor offers OpenSSL's default TLS 1.3 ciphers")),
     // Authentication.
     ("auth_type", Rule::To { table: "auth", key: "method", conv: Conv::AuthType, absent: Some("md5") }),
-    ("auth_file", to("auth", "auth_file", Conv::File)),
+    ("auth_file", to("auth", "auth_file", Conv::Unset)),
     ("admin_users", to("admin", "users", Conv::List)),
     ("auth_hba_file", none(&[""], "there is no HBA file: auth.method applies to every client")),
     ("auth_ident_file", none(&[""], "there is no ident map")),
@@ -166,9 +167,9 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("login_notify_message", none(&[""], "no login message is sent")),
     ("peer_id", none(&["0"], "peering between processes is not supported")),
     // Logging and process: pgharbor takes these on its command line.
-    ("logfile", none(&[""], "pgharbor logs to stderr; redirect it, or run it under systemd")),
-    ("pidfile", none(&[""], "pgharbor does not write a pid file")),
-    ("user", none(&[""], "pgharbor does not change user: start it as the user it should run as")),
+    ("logfile", none(&[""], "a command-line flag in pgharbor: start it with --logfile PATH")),
+    ("pidfile", none(&[""], "a command-line flag in pgharbor: start it with --pidfile PATH")),
+    ("user", to("service", "user", Conv::Unset)),
     ("syslog", none(&["0"], "pgharbor logs to stderr (systemd's journal picks it up)")),
     ("syslog_facility", none(&["daemon"], "pgharbor does not log to syslog")),
     ("syslog_ident", none(&["pgbouncer"], "pgharbor does not log to syslog")),
@@ -227,7 +228,7 @@ pub fn convert(conv: Conv, value: &str) -> Result<Value, String> {
         Conv::Millis => int(v).map(|n| Value::Str(format!("{n}ms"))),
         Conv::Int => int(v).map(Value::Int),
         Conv::Bool => boolean(v).map(Value::Bool),
-        Conv::Str | Conv::File => Ok(Value::Str(v.to_string())),
+        Conv::Str | Conv::Unset => Ok(Value::Str(v.to_string())),
         Conv::List => Ok(Value::List(list(v))),
         Conv::Addresses => Ok(Value::List(list(v))),
         Conv::PoolMode => match v.to_ascii_lowercase().as_str() {
