@@ -128,14 +128,28 @@ async fn show_commands_report_a_known_workload() {
     assert_eq!(dbs.int(r, "current_connections"), 0);
 
     let config = show(&admin, "SHOW CONFIG").await;
-    assert_eq!(config.columns, ["key", "value", "default", "changeable"]);
+    assert_eq!(
+        config.columns,
+        ["key", "value", "default", "changeable", "reload"]
+    );
     let port = pooler.port().to_string();
     config.find(&[
         ("key", "listen.port"),
         ("value", &port),
         ("changeable", "no"),
+        ("reload", "restart"),
     ]);
-    config.find(&[("key", "admin.users"), ("value", SCRAM_USER.0)]);
+    config.find(&[
+        ("key", "admin.users"),
+        ("value", SCRAM_USER.0),
+        ("changeable", "yes"),
+        ("reload", "immediate"),
+    ]);
+    config.find(&[
+        ("key", "databases.other.pool_size"),
+        ("default", "20"),
+        ("reload", "new pools"),
+    ]);
     config.find(&[("key", "pool.shutdown_timeout"), ("default", "30s")]);
     let r = config.find(&[("key", "databases.other.conninfo")]);
     let shown = config.get(r, "value").unwrap_or_default();

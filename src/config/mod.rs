@@ -6,9 +6,10 @@
 //! against the config file's directory).
 
 //!
-//! Layout: `raw` holds the serde mirror of the file (unknown keys are
-//! errors), `validate` turns it into the types below and names the dotted
-//! key of every problem, `conninfo` parses libpq connection strings, and
+//! Layout: `keys` is the one table of keys (type, default, unit, what a
+//! reload does, doc), `raw` holds the serde mirror of the file (unknown keys
+//! are errors), `validate` turns it into the types below through the
+//! table's rows and names the dotted key of every problem, `conninfo` parses libpq connection strings, and
 //! `files` checks the files the config names (the only part doing I/O
 //! besides [`Config::load`]).
 
@@ -21,6 +22,7 @@ use crate::tls::{SslMode, Transport};
 
 mod conninfo;
 mod files;
+pub mod keys;
 mod pool;
 mod raw;
 mod service;
@@ -215,7 +217,7 @@ pub struct TlsConfig {
     pub min_protocol_version: TlsVersion,
 }
 
-/// TLS protocol versions native-tls can pin as a minimum.
+/// TLS protocol versions the front-end acceptor can pin as a minimum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsVersion {
     /// `"TLSv1"`
@@ -224,6 +226,8 @@ pub enum TlsVersion {
     Tls11,
     /// `"TLSv1.2"`
     Tls12,
+    /// `"TLSv1.3"`
+    Tls13,
 }
 
 /// `[auth]`: how clients prove who they are.

@@ -8,10 +8,8 @@
 
 use std::collections::BTreeMap;
 
+use super::keys::{self, Section};
 use super::raw::{key_part, RawDatabase, RawPool, RawUser};
-use super::validate::{
-    at_least_one, byte_size, duration, duration_or_zero, non_negative, parse_named,
-};
 use super::{Config, ConfigError, ConnInfo, DatabaseConfig, PoolConfig, PoolMode, UserConfig};
 
 /// Startup parameters that follow each client in transaction mode whatever
@@ -91,84 +89,43 @@ impl PoolConfig {
     }
 }
 
-/// `[pool]`.
+/// `[pool]`: each key through its row of the key table.
 pub(super) fn pool(raw: RawPool) -> Result<PoolConfig, ConfigError> {
-    let mode = match raw.mode {
-        None => PoolMode::Session,
-        Some(m) => parse_named("pool.mode", &m)?,
-    };
+    let k = |name: &str| keys::key(Section::Pool, name);
     Ok(PoolConfig {
-        mode,
-        default_pool_size: at_least_one("pool.default_pool_size", raw.default_pool_size, 20)?,
-        max_client_conn: at_least_one("pool.max_client_conn", raw.max_client_conn, 10_000)?,
-        query_wait_timeout: duration("pool.query_wait_timeout", raw.query_wait_timeout, 120)?,
-        server_connect_timeout: duration(
-            "pool.server_connect_timeout",
-            raw.server_connect_timeout,
-            15,
-        )?,
-        server_command_timeout: duration(
-            "pool.server_command_timeout",
-            raw.server_command_timeout,
-            30,
-        )?,
-        server_reset_query: raw
-            .server_reset_query
-            .unwrap_or_else(|| "DISCARD ALL".to_string()),
-        shutdown_timeout: duration_or_zero("pool.shutdown_timeout", raw.shutdown_timeout, 30)?,
-        min_pool_size: non_negative("pool.min_pool_size", raw.min_pool_size, 0)?,
-        reserve_pool_size: non_negative("pool.reserve_pool_size", raw.reserve_pool_size, 0)?,
-        reserve_pool_timeout: duration_or_zero(
-            "pool.reserve_pool_timeout",
-            raw.reserve_pool_timeout,
-            5,
-        )?,
-        max_db_connections: non_negative("pool.max_db_connections", raw.max_db_connections, 0)?,
-        max_user_connections: non_negative(
-            "pool.max_user_connections",
-            raw.max_user_connections,
-            0,
-        )?,
-        server_idle_timeout: duration_or_zero(
-            "pool.server_idle_timeout",
-            raw.server_idle_timeout,
-            600,
-        )?,
-        server_lifetime: duration_or_zero("pool.server_lifetime", raw.server_lifetime, 3600)?,
-        server_check_delay: duration_or_zero(
-            "pool.server_check_delay",
-            raw.server_check_delay,
-            30,
-        )?,
-        server_check_query: raw
-            .server_check_query
-            .unwrap_or_else(|| "SELECT 1".to_string()),
-        server_drain_timeout: duration_or_zero(
-            "pool.server_drain_timeout",
-            raw.server_drain_timeout,
-            30,
-        )?,
-        idle_transaction_timeout: duration_or_zero(
-            "pool.idle_transaction_timeout",
-            raw.idle_transaction_timeout,
-            0,
-        )?,
-        max_prepared_statements: non_negative(
-            "pool.max_prepared_statements",
-            raw.max_prepared_statements,
-            200,
-        )?,
-        prepared_statement_bytes: byte_size(
-            "pool.prepared_statement_bytes",
-            raw.prepared_statement_bytes,
-            256 << 20,
-        )?,
-        prepared_statement_bytes_per_client: byte_size(
-            "pool.prepared_statement_bytes_per_client",
-            raw.prepared_statement_bytes_per_client,
-            4 << 20,
-        )?,
-        track_parameters: track_parameters(raw.track_parameters.unwrap_or_default())?,
+        mode: k("mode")?.choice(raw.mode)?,
+        default_pool_size: k("default_pool_size")?.count(raw.default_pool_size)?,
+        max_client_conn: k("max_client_conn")?.count(raw.max_client_conn)?,
+        query_wait_timeout: k("query_wait_timeout")?.duration(raw.query_wait_timeout)?,
+        server_connect_timeout: k("server_connect_timeout")?
+            .duration(raw.server_connect_timeout)?,
+        server_command_timeout: k("server_command_timeout")?
+            .duration(raw.server_command_timeout)?,
+        server_reset_query: k("server_reset_query")?
+            .text(raw.server_reset_query)
+            .unwrap_or_default(),
+        shutdown_timeout: k("shutdown_timeout")?.duration(raw.shutdown_timeout)?,
+        min_pool_size: k("min_pool_size")?.count(raw.min_pool_size)?,
+        reserve_pool_size: k("reserve_pool_size")?.count(raw.reserve_pool_size)?,
+        reserve_pool_timeout: k("reserve_pool_timeout")?.duration(raw.reserve_pool_timeout)?,
+        max_db_connections: k("max_db_connections")?.count(raw.max_db_connections)?,
+        max_user_connections: k("max_user_connections")?.count(raw.max_user_connections)?,
+        server_idle_timeout: k("server_idle_timeout")?.duration(raw.server_idle_timeout)?,
+        server_lifetime: k("server_lifetime")?.duration(raw.server_lifetime)?,
+        server_check_delay: k("server_check_delay")?.duration(raw.server_check_delay)?,
+        server_check_query: k("server_check_query")?
+            .text(raw.server_check_query)
+            .unwrap_or_default(),
+        server_drain_timeout: k("server_drain_timeout")?.duration(raw.server_drain_timeout)?,
+        idle_transaction_timeout: k("idle_transaction_timeout")?
+            .duration(raw.idle_transaction_timeout)?,
+        max_prepared_statements: k("max_prepared_statements")?
+            .count(raw.max_prepared_statements)?,
+        prepared_statement_bytes: k("prepared_statement_bytes")?
+            .bytes(raw.prepared_statement_bytes)?,
+        prepared_statement_bytes_per_client: k("prepared_statement_bytes_per_client")?
+            .bytes(raw.prepared_statement_bytes_per_client)?,
+        track_parameters: track_parameters(k("track_parameters")?.names(raw.track_parameters))?,
     })
 }
 
@@ -195,31 +152,21 @@ fn track_parameters(names: Vec<String>) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
-/// The pool keys of `[databases.NAME]` (`key` is `databases.NAME`).
+/// The pool keys of `[databases.NAME]` (`key` is `databases.NAME`); unset
+/// ones fall back to `[pool]` when read (see the `*_for` methods).
 pub(super) fn database(
     key: &str,
     conninfo: ConnInfo,
     raw: &RawDatabase,
 ) -> Result<DatabaseConfig, ConfigError> {
-    let count = |name: &str, value: Option<i64>| match value {
-        None => Ok(None),
-        Some(n) => non_negative(&format!("{key}.{name}"), Some(n), 0).map(Some),
-    };
-    let pool_size = match raw.pool_size {
-        None => None,
-        Some(n) => Some(at_least_one(&format!("{key}.pool_size"), Some(n), 1)?),
-    };
-    let pool_mode = match &raw.pool_mode {
-        None => None,
-        Some(m) => Some(parse_named(&format!("{key}.pool_mode"), m)?),
-    };
+    let k = |name: &str| keys::key(Section::Database, name);
     Ok(DatabaseConfig {
         conninfo,
-        pool_size,
-        pool_mode,
-        min_pool_size: count("min_pool_size", raw.min_pool_size)?,
-        reserve_pool_size: count("reserve_pool_size", raw.reserve_pool_size)?,
-        max_db_connections: count("max_db_connections", raw.max_db_connections)?,
+        pool_size: k("pool_size")?.count_in(key, raw.pool_size)?,
+        pool_mode: k("pool_mode")?.choice_in(key, raw.pool_mode.as_deref())?,
+        min_pool_size: k("min_pool_size")?.count_in(key, raw.min_pool_size)?,
+        reserve_pool_size: k("reserve_pool_size")?.count_in(key, raw.reserve_pool_size)?,
+        max_db_connections: k("max_db_connections")?.count_in(key, raw.max_db_connections)?,
     })
 }
 
@@ -227,31 +174,19 @@ pub(super) fn database(
 pub(super) fn users(
     raw: BTreeMap<String, RawUser>,
 ) -> Result<BTreeMap<String, UserConfig>, ConfigError> {
+    let k = |name: &str| keys::key(Section::User, name);
     let mut users = BTreeMap::new();
     for (name, user) in raw {
         let key = format!("users.{}", key_part(&name));
         if name.is_empty() {
             return Err(ConfigError::invalid(key, "user name must not be empty"));
         }
-        let pool_mode = match user.pool_mode {
-            None => None,
-            Some(m) => Some(parse_named(&format!("{key}.pool_mode"), &m)?),
+        let settings = UserConfig {
+            pool_mode: k("pool_mode")?.choice_in(&key, user.pool_mode.as_deref())?,
+            max_user_connections: k("max_user_connections")?
+                .count_in(&key, user.max_user_connections)?,
         };
-        let max_user_connections = match user.max_user_connections {
-            None => None,
-            Some(n) => Some(non_negative(
-                &format!("{key}.max_user_connections"),
-                Some(n),
-                0,
-            )?),
-        };
-        users.insert(
-            name,
-            UserConfig {
-                pool_mode,
-                max_user_connections,
-            },
-        );
+        users.insert(name, settings);
     }
     Ok(users)
 }

@@ -4,7 +4,9 @@
 //! a silently ignored line.
 //!
 //! Numbers are read as `i64` (TOML's integer) and range-checked later, so
-//! that `port = 0` and `port = -1` get the same clear message.
+//! that `port = 0` and `port = -1` get the same clear message. Defaults and
+//! ranges are the key table's (`keys`); a test holds these field names to
+//! that table's.
 
 use std::collections::BTreeMap;
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use super::keys::{self, Section};
 use super::raw::RawListen;
-use super::validate::duration_or_zero;
 use super::ConfigError;
 
 /// Linux refuses TCP_KEEPIDLE and TCP_KEEPINTVL above this many seconds
@@ -58,43 +58,20 @@ impl Default for TcpOptions {
 /// `tcp_keepintvl`, `tcp_keepcnt`, `tcp_user_timeout` (PgBouncer's names;
 /// durations as strings, `"0s"` or unset = system default).
 pub(super) fn listen_options(raw: &RawListen) -> Result<TcpOptions, ConfigError> {
-    let keepalive = match raw.tcp_keepalive {
-        None | Some(true) => Keepalive::On,
-        Some(false) => Keepalive::Off,
+    let k = |name: &str| keys::key(Section::Listen, name);
+    let keepalive = match k("tcp_keepalive")?.flag(raw.tcp_keepalive)? {
+        true => Keepalive::On,
+        false => Keepalive::Off,
     };
-    let seconds = |key: &str, value: &Option<String>| -> Result<Option<Duration>, ConfigError> {
-        let d = duration_or_zero(key, value.clone(), 0)?;
-        if d.is_zero() {
-            return Ok(None);
-        }
-        if d.subsec_nanos() != 0 || d.as_secs() > MAX_KEEPALIVE_SECS {
-            return Err(ConfigError::invalid(
-                key,
-                format!("must be whole seconds from 1s to {MAX_KEEPALIVE_SECS}s (\"0s\" = the system default)"),
-            ));
-        }
-        Ok(Some(d))
-    };
-    let keepalive_idle = seconds("listen.tcp_keepidle", &raw.tcp_keepidle)?;
-    let keepalive_interval = seconds("listen.tcp_keepintvl", &raw.tcp_keepintvl)?;
-    let keepalive_count = match raw.tcp_keepcnt {
-        None | Some(0) => None,
-        Some(n) => Some(
-            u32::try_from(n)
-                .ok()
-                .filter(|n| *n <= MAX_KEEPALIVE_COUNT)
-                .ok_or_else(|| {
-                    ConfigError::invalid(
-                        "listen.tcp_keepcnt",
-                        format!("must be from 0 to {MAX_KEEPALIVE_COUNT} (0 = the system default), not {n}"),
-                    )
-                })?,
-        ),
-    };
-    let key = "listen.tcp_user_timeout";
-    let user_timeout = duration_or_zero(key, raw.tcp_user_timeout.clone(), 0)?;
+    let keepalive_idle = k("tcp_keepidle")?.seconds(raw.tcp_keepidle.clone())?;
+    let keepalive_interval = k("tcp_keepintvl")?.seconds(raw.tcp_keepintvl.clone())?;
+    let count = k("tcp_keepcnt")?.count(raw.tcp_keepcnt)?;
+    // The row's range already keeps it within MAX_KEEPALIVE_COUNT.
+    let keepalive_count = u32::try_from(count).ok().filter(|n| *n > 0);
+    let key = k("tcp_user_timeout")?;
+    let user_timeout = key.duration(raw.tcp_user_timeout.clone())?;
     if user_timeout.as_millis() > u128::from(MAX_USER_TIMEOUT_MS) {
-        return Err(ConfigError::invalid(key, "too large"));
+        return Err(ConfigError::invalid(key.dotted(), "too large"));
     }
     Ok(TcpOptions {
         keepalive,

@@ -169,6 +169,19 @@ fn full_config() {
 }
 
 #[test]
+fn min_protocol_version_takes_every_openssl_version() {
+    for (text, want) in [
+        ("TLSv1", TlsVersion::Tls10),
+        ("TLSv1.1", TlsVersion::Tls11),
+        ("TLSv1.2", TlsVersion::Tls12),
+        ("TLSv1.3", TlsVersion::Tls13),
+    ] {
+        let c = parse(&format!("{AUTH}[tls]\nmin_protocol_version = \"{text}\"\n"));
+        assert_eq!(c.tls.min_protocol_version, want, "{text}");
+    }
+}
+
+#[test]
 fn tls_defaults_follow_the_certificate() {
     let c = parse(&format!(
         "{AUTH}[tls]\ncert_file = \"a.crt\"\nkey_file = \"a.key\"\n"
@@ -262,7 +275,7 @@ fn impossible_values_name_their_key() {
         ("[tls]\nsslmode = \"require\"", "tls.sslmode: \"require\" needs tls.cert_file and tls.key_file"),
         ("[tls]\nsocketsslmode = \"prefer\"", "tls.socketsslmode: \"prefer\" needs tls.cert_file and tls.key_file"),
         ("[tls]\nloopbacksslmode = \"allow\"", "tls.loopbacksslmode: \"allow\" needs tls.cert_file"),
-        ("[tls]\nmin_protocol_version = \"TLSv1.3\"", "tls.min_protocol_version: invalid value \"TLSv1.3\" (expected one of \"TLSv1\", \"TLSv1.1\", \"TLSv1.2\")"),
+        ("[tls]\nmin_protocol_version = \"TLSv1.4\"", "tls.min_protocol_version: invalid value \"TLSv1.4\" (expected one of \"TLSv1\", \"TLSv1.1\", \"TLSv1.2\", \"TLSv1.3\")"),
         ("[pool]\nmode = \"Session\"", "pool.mode: invalid value \"Session\""),
         ("[pool]\ndefault_pool_size = 0", "pool.default_pool_size: must be at least 1, not 0"),
         ("[pool]\ndefault_pool_size = -5", "pool.default_pool_size: must be at least 1, not -5"),

@@ -10,8 +10,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::Duration;
 
+use super::keys::{self, DefaultValue, Key, Section};
 use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
@@ -47,7 +47,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         })?),
     };
     let admin = AdminConfig {
-        users: admin_users(raw.admin.users.unwrap_or_default())?,
+        users: admin_users(keys::key(Section::Admin, "users")?.names(raw.admin.users))?,
         metrics_listen,
     };
     let mut databases = BTreeMap::new();
@@ -74,10 +74,9 @@ fn listen(
     resolve: &impl Fn(String) -> PathBuf,
 ) -> Result<ListenConfig, ConfigError> {
     let tcp = super::tcp::listen_options(&raw)?;
+    let k = |name: &str| keys::key(Section::Listen, name);
     let mut addresses = Vec::new();
-    let given = raw
-        .addresses
-        .unwrap_or_else(|| vec!["127.0.0.1".to_string()]);
+    let given = k("addresses")?.names(raw.addresses);
     for (i, text) in given.iter().enumerate() {
         let found: Vec<IpAddr> = match text.as_str() {
             "*" => vec![Ipv4Addr::UNSPECIFIED.into(), Ipv6Addr::UNSPECIFIED.into()],
@@ -100,17 +99,12 @@ fn listen(
             }
         }
     }
-    let port = match raw.port {
-        None => 6432,
-        Some(p) => u16::try_from(p).ok().filter(|p| *p > 0).ok_or_else(|| {
-            ConfigError::invalid("listen.port", format!("must be from 1 to 65535, not {p}"))
-        })?,
-    };
-    let unix_socket_dir = match raw.unix_socket_dir {
-        None => Some(PathBuf::from("/tmp")),
-        Some(dir) if dir.is_empty() => None,
-        Some(dir) => Some(resolve(dir)),
-    };
+    let port = u16::try_from(k("port")?.count(raw.port)?)
+        .map_err(|_| ConfigError::invalid("listen.port", "must be from 1 to 65535"))?;
+    let unix_socket_dir = k("unix_socket_dir")?
+        .text(raw.unix_socket_dir)
+        .filter(|dir| !dir.is_empty())
+        .map(resolve);
     if let Some(dir) = &unix_socket_dir {
         let socket = dir.join(format!(".s.PGSQL.{port}"));
         let len = socket.as_os_str().len();
@@ -135,12 +129,12 @@ fn listen(
         addresses,
         port,
         unix_socket_dir,
-        unix_socket_mode: socket_mode(raw.unix_socket_mode.as_deref().unwrap_or("0777"))?,
-        client_login_timeout: duration(
-            "listen.client_login_timeout",
-            raw.client_login_timeout,
-            15,
+        unix_socket_mode: socket_mode(
+            &k("unix_socket_mode")?
+                .text(raw.unix_socket_mode)
+                .unwrap_or_default(),
         )?,
+        client_login_timeout: k("client_login_timeout")?.duration(raw.client_login_timeout)?,
     })
 }
 
@@ -177,19 +171,18 @@ fn tls(raw: RawTls, resolve: &impl Fn(String) -> PathBuf) -> Result<TlsConfig, C
         _ => {}
     }
     let has_cert = cert_file.is_some();
-    let default_mode = if has_cert {
-        SslMode::Prefer
-    } else {
-        SslMode::Disable
+    let k = |name: &str| keys::key(Section::Tls, name);
+    let mode = |name: &str, raw: Option<String>| -> Result<SslMode, ConfigError> {
+        let key = k(name)?;
+        match front_end_mode(key, raw, has_cert)? {
+            Some(mode) => Ok(mode),
+            None => default_mode(key, has_cert),
+        }
     };
-    let sslmode = front_end_mode("tls.sslmode", raw.sslmode, has_cert)?.unwrap_or(default_mode);
-    let socketsslmode = front_end_mode("tls.socketsslmode", raw.socketsslmode, has_cert)?
-        .unwrap_or(SslMode::Disable);
-    let loopbacksslmode = front_end_mode("tls.loopbacksslmode", raw.loopbacksslmode, has_cert)?;
-    let min_protocol_version = match raw.min_protocol_version {
-        None => TlsVersion::Tls12,
-        Some(v) => parse_named("tls.min_protocol_version", &v)?,
-    };
+    let sslmode = mode("sslmode", raw.sslmode)?;
+    let socketsslmode = mode("socketsslmode", raw.socketsslmode)?;
+    let loopbacksslmode = front_end_mode(k("loopbacksslmode")?, raw.loopbacksslmode, has_cert)?;
+    let min_protocol_version = k("min_protocol_version")?.choice(raw.min_protocol_version)?;
     Ok(TlsConfig {
         cert_file,
         key_file,
@@ -200,13 +193,30 @@ fn tls(raw: RawTls, resolve: &impl Fn(String) -> PathBuf) -> Result<TlsConfig, C
     })
 }
 
+/// The default policy of `key`, which may depend on whether there is a certificate.
+fn default_mode(key: &Key, has_cert: bool) -> Result<SslMode, ConfigError> {
+    let text = match key.default {
+        DefaultValue::Str(s) => s,
+        DefaultValue::IfCertificate { with, .. } if has_cert => with,
+        DefaultValue::IfCertificate { without, .. } => without,
+        _ => {
+            return Err(ConfigError::invalid(
+                key.dotted(),
+                "no default policy in the key table (a bug in pgharbor)",
+            ))
+        }
+    };
+    SslMode::from_str(text).map_err(|e| ConfigError::invalid(key.dotted(), e.to_string()))
+}
+
 /// A front-end policy: a valid sslmode, no client-certificate modes, and a
 /// certificate for every mode that may use TLS.
 fn front_end_mode(
-    key: &str,
+    key: &Key,
     raw: Option<String>,
     has_cert: bool,
 ) -> Result<Option<SslMode>, ConfigError> {
+    let key = &key.dotted();
     let Some(text) = raw else { return Ok(None) };
     let mode = SslMode::from_str(&text).map_err(|e| ConfigError::invalid(key, e.to_string()))?;
     match mode {
@@ -225,10 +235,7 @@ fn front_end_mode(
 }
 
 fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig, ConfigError> {
-    let method = match raw.method {
-        None => AuthMethod::ScramSha256,
-        Some(m) => parse_named("auth.method", &m)?,
-    };
+    let method: AuthMethod = keys::key(Section::Auth, "method")?.choice(raw.method)?;
     let auth_file = raw.auth_file.filter(|s| !s.is_empty()).map(resolve);
     if auth_file.is_none() && method != AuthMethod::Trust {
         return Err(ConfigError::invalid(
@@ -301,89 +308,6 @@ fn database(
     pool::database(&key, conninfo, &raw)
 }
 
-pub(super) fn at_least_one(
-    key: &str,
-    value: Option<i64>,
-    default: usize,
-) -> Result<usize, ConfigError> {
-    match value {
-        None => Ok(default),
-        Some(n) => usize::try_from(n)
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| ConfigError::invalid(key, format!("must be at least 1, not {n}"))),
-    }
-}
-
-/// A count that may be zero (`min_pool_size = 0`, `max_db_connections = 0`).
-pub(super) fn non_negative(
-    key: &str,
-    value: Option<i64>,
-    default: usize,
-) -> Result<usize, ConfigError> {
-    match value {
-        None => Ok(default),
-        Some(n) => usize::try_from(n)
-            .map_err(|_| ConfigError::invalid(key, format!("must be 0 or more, not {n}"))),
-    }
-}
-
-/// A size (`"256MiB"`, `"4 MB"`, `"65536"`: bytes), greater than zero.
-pub(super) fn byte_size(
-    key: &str,
-    value: Option<String>,
-    default: u64,
-) -> Result<usize, ConfigError> {
-    let bytes = match value {
-        None => default,
-        Some(text) => text
-            .parse::<bytesize::ByteSize>()
-            .map_err(|e| {
-                ConfigError::invalid(
-                    key,
-                    format!(
-                        "invalid size {text:?}: {e} (write e.g. \"256MiB\", \"4MB\", \"65536\")"
-                    ),
-                )
-            })?
-            .as_u64(),
-    };
-    match usize::try_from(bytes) {
-        Ok(0) => Err(ConfigError::invalid(key, "must be greater than zero")),
-        Ok(n) => Ok(n),
-        Err(_) => Err(ConfigError::invalid(key, "too large")),
-    }
-}
-
-/// A humantime duration string (`"15s"`, `"500ms"`, `"2m"`), greater than zero.
-pub(super) fn duration(
-    key: &str,
-    value: Option<String>,
-    default_secs: u64,
-) -> Result<Duration, ConfigError> {
-    let d = duration_or_zero(key, value, default_secs)?;
-    if d.is_zero() {
-        return Err(ConfigError::invalid(key, "must be greater than zero"));
-    }
-    Ok(d)
-}
-
-pub(super) fn duration_or_zero(
-    key: &str,
-    value: Option<String>,
-    default_secs: u64,
-) -> Result<Duration, ConfigError> {
-    match value {
-        None => Ok(Duration::from_secs(default_secs)),
-        Some(text) => humantime::parse_duration(&text).map_err(|e| {
-            ConfigError::invalid(
-                key,
-                format!("invalid duration {text:?}: {e} (write e.g. \"15s\", \"500ms\", \"2m\")"),
-            )
-        }),
-    }
-}
-
 /// Parses one of the config's named values, naming the key and the choices on error.
 pub(super) fn parse_named<T: Named>(key: &str, text: &str) -> Result<T, ConfigError> {
     T::ALL
@@ -418,6 +342,9 @@ macro_rules! named {
         }
 
         impl $ty {
+            /// Every spelling the config file accepts, for the key table.
+            pub const NAMES: &'static [&'static str] = &[$($text),+];
+
             /// The spelling used in the config file.
             pub fn as_str(self) -> &'static str {
                 match self {
@@ -436,4 +363,4 @@ macro_rules! named {
 
 named!(PoolMode { Session => "session", Transaction => "transaction", Statement => "statement" });
 named!(AuthMethod { Trust => "trust", Md5 => "md5", ScramSha256 => "scram-sha-256" });
-named!(TlsVersion { Tls10 => "TLSv1", Tls11 => "TLSv1.1", Tls12 => "TLSv1.2" });
+named!(TlsVersion { Tls10 => "TLSv1", Tls11 => "TLSv1.1", Tls12 => "TLSv1.2", Tls13 => "TLSv1.3" });

@@ -92,6 +92,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
         TlsVersion::Tls10 => SslVersion::TLS1,
         TlsVersion::Tls11 => SslVersion::TLS1_1,
         TlsVersion::Tls12 => SslVersion::TLS1_2,
+        TlsVersion::Tls13 => SslVersion::TLS1_3,
     };
     b.set_min_proto_version(Some(min)).map_err(identity)?;
     // libpq never resumes a session, so tickets and a session cache only cost
