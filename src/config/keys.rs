@@ -241,6 +241,32 @@ pub fn by_dotted(dotted: &str) -> Option<&'static Key> {
     all().find(|k| k.dotted() == dotted)
 }
 
+/// The key a path of the file names (`pool.mode`, `databases.app.pool_size`).
+pub fn for_path(path: &str) -> Option<&'static Key> {
+    let (table, rest) = path.split_once('.')?;
+    let name = match table {
+        // The database or user name sits between: the key is the last part.
+        "databases" | "users" => rest.rsplit_once('.').map(|(_, n)| n)?,
+        _ => rest,
+    };
+    all().find(|k| k.section.as_str().split('.').next() == Some(table) && k.name == name)
+}
+
+impl Key {
+    /// Whether the value is a duration string (`"15s"`).
+    pub fn is_duration(&self) -> bool {
+        matches!(self.kind, Kind::Duration { .. } | Kind::Seconds { .. })
+    }
+}
+
+/// What to write instead of a duration given as a plain number: PgBouncer
+/// writes seconds without a unit, pgharbor wants the unit spelled out.
+pub fn duration_hint(number: &str) -> String {
+    format!(
+        "a duration needs a unit: write \"{number}s\" for {number} seconds (PgBouncer's unit) or \"{number}ms\" for milliseconds"
+    )
+}
+
 /// Like [`find`], for validation: a key missing from the table is a bug,
 /// reported as an error rather than a panic.
 pub(super) fn key(section: Section, name: &str) -> Result<&'static Key, ConfigError> {

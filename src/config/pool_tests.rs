@@ -173,7 +173,7 @@ fn bad_values_name_their_dotted_key() {
         ("[pool]\nmax_user_connections = -1", "pool.max_user_connections: must be 0 or more, not -1"),
         ("[pool]\nmax_prepared_statements = -1", "pool.max_prepared_statements: must be 0 or more, not -1"),
         ("[pool]\nmin_pool_size = \"2\"", "pool.min_pool_size: invalid type: string, expected an integer"),
-        ("[pool]\nreserve_pool_timeout = 5", "pool.reserve_pool_timeout: invalid type: integer `5`"),
+        ("[pool]\nreserve_pool_timeout = 5", "pool.reserve_pool_timeout: a duration needs a unit: write \"5s\""),
         ("[pool]\nreserve_pool_timeout = \"5\"", "pool.reserve_pool_timeout: invalid duration \"5\""),
         ("[pool]\nserver_idle_timeout = \"ten minutes\"", "pool.server_idle_timeout: invalid duration"),
         ("[pool]\nserver_lifetime = \"-1s\"", "pool.server_lifetime: invalid duration"),

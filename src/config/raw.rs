@@ -156,7 +156,12 @@ pub(super) fn from_toml(text: &str) -> Result<RawConfig, ConfigError> {
                 Some((_, expected)) => format!("unknown key ({expected})"),
                 None => "unknown key".to_string(),
             },
-            None => hide_string_value(message).replace("expected i64", "expected an integer"),
+            None => match plain_number(&message) {
+                Some(n) if super::keys::for_path(&key).is_some_and(|k| k.is_duration()) => {
+                    super::keys::duration_hint(n)
+                }
+                _ => hide_string_value(message).replace("expected i64", "expected an integer"),
+            },
         };
         let message = if line > 0 {
             format!("{message} (line {line})")
@@ -165,6 +170,15 @@ pub(super) fn from_toml(text: &str) -> Result<RawConfig, ConfigError> {
         };
         ConfigError::Invalid { key, message }
     })
+}
+
+/// The number of serde's `invalid type: integer `600`, expected ...`
+/// (or floating point), when a number was written where text belongs.
+fn plain_number(message: &str) -> Option<&str> {
+    let rest = message
+        .strip_prefix("invalid type: integer `")
+        .or_else(|| message.strip_prefix("invalid type: floating point `"))?;
+    rest.split_once('`').map(|(n, _)| n)
 }
 
 /// Drops the value from serde's `invalid type: string "...", expected ...`:

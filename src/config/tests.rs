@@ -229,7 +229,7 @@ fn wrong_types_name_the_dotted_path() {
     );
     assert_err(
         "[pool]\nquery_wait_timeout = 15\n",
-        "pool.query_wait_timeout: invalid type: integer `15`",
+        "pool.query_wait_timeout: a duration needs a unit: write \"15s\"",
     );
     let text = "[databases]\napp = \"host=/tmp password=hunter2\"\n";
     assert_err(
@@ -347,6 +347,38 @@ fn durations_are_humantime_strings() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_plain_number_for_a_duration_gets_a_hint_naming_the_unit() {
+    // Written as PgBouncer writes it (seconds, no unit), quoted or not, in
+    // any table that holds durations.
+    for (table, line) in [
+        ("[pool]", "server_idle_timeout = 600"),
+        ("[pool]", "server_idle_timeout = \"600\""),
+        ("[pool]", "server_idle_timeout = 0.5"),
+        ("[listen]", "tcp_keepidle = 600"),
+    ] {
+        let text = format!("{AUTH}{table}\n{line}\n");
+        let e = Config::parse(&text, Path::new(PATH))
+            .unwrap_err()
+            .to_string();
+        let n = line.rsplit(' ').next().unwrap_or("").trim_matches('"');
+        assert!(
+            e.contains(&format!("write \"{n}s\" for {n} seconds"))
+                && e.contains("ms\" for milliseconds"),
+            "{line}: {e}"
+        );
+    }
+    // A number where a number belongs, or text where text belongs, keeps
+    // serde's own message.
+    let e = Config::parse(
+        &format!("{AUTH}[pool]\nserver_reset_query = 5\n"),
+        Path::new(PATH),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(!e.contains("a duration needs a unit"), "{e}");
 }
 
 #[test]

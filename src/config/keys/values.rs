@@ -92,10 +92,11 @@ impl Key {
             .text(value)
             .ok_or_else(|| self.bug("has no duration default"))?;
         humantime::parse_duration(&text).map_err(|e| {
-            ConfigError::invalid(
-                self.dotted(),
-                format!("invalid duration {text:?}: {e} (write e.g. \"15s\", \"500ms\", \"2m\")"),
-            )
+            let hint = match text.trim().parse::<f64>() {
+                Ok(_) => super::duration_hint(text.trim()),
+                Err(_) => format!("{e} (write e.g. \"15s\", \"500ms\", \"2m\")"),
+            };
+            ConfigError::invalid(self.dotted(), format!("invalid duration {text:?}: {hint}"))
         })
     }
 
