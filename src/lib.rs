@@ -9,7 +9,8 @@
 //! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
 //! user timeout, [`pooler`] the shared state of one running pooler,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
-//! metrics endpoint, [`report`] `pgharbor report`.
+//! metrics endpoint, [`report`] `pgharbor report`, [`logging`] the
+//! binary's log output (text or JSON).
 
 pub mod admin;
 pub mod auth;
@@ -18,6 +19,7 @@ pub mod client;
 pub mod config;
 pub mod fuzzing;
 pub mod listener;
+pub mod logging;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use pgharbor::config::Config;
 use pgharbor::listener::Listeners;
+use pgharbor::logging::LogFormat;
 use pgharbor::pooler::Pooler;
 
 /// A PostgreSQL connection pooler that treats Unix sockets and TCP differently.
@@ -22,6 +23,9 @@ struct Cli {
     /// Log filter (tracing syntax, e.g. `info` or `pgharbor=debug`); RUST_LOG wins if set.
     #[arg(long, global = true, default_value = "info")]
     log_level: String,
+    /// Log line format: `text` for people, `json` (one object per line) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Worker threads; 1 runs everything on one thread (best on small machines,
     /// where the pooler shares cores with PostgreSQL and clients), 0 = one per core.
     #[arg(long, default_value_t = 1)]
@@ -48,13 +52,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log_level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    pgharbor::logging::init(&cli.log_level, cli.log_format);
     match cli.command {
         Some(Command::Check) => check(&cli.config),
         Some(Command::Report { admin, json }) => report(&admin, json),

@@ -121,6 +121,8 @@ pub struct PoolerOpts {
     pub metrics_listen: Option<String>,
     /// `admin.users`: who may use the `pgharbor` admin console.
     pub admin_users: Vec<String>,
+    /// Command-line arguments after `--config PATH` (e.g. `--log-format json`).
+    pub args: Vec<String>,
 }
 
 impl Default for PoolerOpts {
@@ -152,6 +154,7 @@ impl Default for PoolerOpts {
             socket_dir: None,
             metrics_listen: None,
             admin_users: Vec::new(),
+            args: Vec::new(),
         }
     }
 }
@@ -233,6 +236,11 @@ impl PoolerOpts {
         self
     }
     /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
     pub fn tls(mut self, toml: &str) -> Self {
         self.tls_toml = toml.into();
         self
@@ -314,12 +322,14 @@ impl Pooler {
         let mut cmd = Command::new(Pooler::binary());
         cmd.arg("--config")
             .arg(&config_path)
+            .args(&opts.args)
             .current_dir(&dir)
             .env(
                 "RUST_LOG",
                 std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
-            .env("NO_COLOR", "1")
+            // The pooler itself must leave colour out of a log file.
+            .env_remove("NO_COLOR")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("dup log"))
             .stderr(log_file)
