@@ -25,7 +25,8 @@ use tokio_postgres::AsyncMessage;
 
 use common::clients::describe_error;
 use common::ext;
-use common::util::{free_port, wait_until};
+use common::util::free_port;
+use common::wait::wait_until;
 use common::wire::{
     cancel_packet, cstrings, data_row, name_value, startup_packet, QueryResult, Session,
     CANCEL_REQUEST_CODE, PROTOCOL_3_0,

@@ -49,7 +49,7 @@ fn wait_active(pg: &PgCluster, prefix: &str) {
         prefix.replace('\'', "''")
     );
     assert!(
-        common::util::wait_until(WAIT, || pg.psql_ok(TEST_DB, &sql) != "0"),
+        common::wait::wait_until(WAIT, || pg.psql_ok(TEST_DB, &sql) != "0"),
         "{prefix:?} never started running"
     );
 }

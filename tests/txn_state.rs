@@ -633,7 +633,7 @@ async fn temp_tables_pin_and_are_dropped_by_the_reset() {
     }
     drop(a);
     let pg = PgCluster::shared();
-    let gone = common::util::wait_until(WAIT, || {
+    let gone = common::wait::wait_until(WAIT, || {
         pg.psql_ok(
             TEST_DB,
             "SELECT count(*) FROM pg_class WHERE relname = 'state_tmp'",
@@ -712,13 +712,13 @@ async fn session_advisory_locks_pin_and_are_released_when_the_client_leaves() {
             assert_eq!(advisory_held(pg, key + 100), "1");
             drop(raw);
             assert!(
-                common::util::wait_until(WAIT, || advisory_held(pg, key + 100) == "0"),
+                common::wait::wait_until(WAIT, || advisory_held(pg, key + 100) == "0"),
                 "the lock of a client whose connection dropped is released"
             );
         }
         drop(a);
         assert!(
-            common::util::wait_until(WAIT, || advisory_held(pg, key) == "0"),
+            common::wait::wait_until(WAIT, || advisory_held(pg, key) == "0"),
             "{how}: A's advisory lock is released when A leaves"
         );
         let got: bool = b
@@ -1438,7 +1438,7 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
     .unwrap();
     check_b("after A's connection dropped holding an advisory lock").await;
     assert!(
-        common::util::wait_until(WAIT, || advisory_held(pg, 91077) == "0"),
+        common::wait::wait_until(WAIT, || advisory_held(pg, 91077) == "0"),
         "the advisory lock of the killed client is released"
     );
     assert_eq!(pg.psql_ok(TEST_DB, "SELECT count(*) FROM state_left"), "0");

@@ -10,6 +10,8 @@
 //!   can also switch to TLS after SSLRequest.
 //! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
 //!   whether libpq used TLS, tokio-postgres over TLS.
+//! - [`wait`]: waits on observable state with a deadline (never a sleep
+//!   that hopes something happened).
 //!
 //! Environment knobs: `PGHARBOR_TEST_LOG` sets the pooler's RUST_LOG
 //! (default `info`); `PGHARBOR_KEEP_TEST_DIRS` keeps each pooler's temp dir
@@ -29,6 +31,7 @@ pub mod pooler;
 pub mod secrets;
 pub mod tls;
 pub mod util;
+pub mod wait;
 pub mod wire;
 
 pub use clients::{

@@ -20,8 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::util::{
     chown_recursive, clean_libpq_env, free_port, kill, run_as, server_user, spawn_watchdog,
-    tail_file, unique_temp_dir, wait_child, wait_until,
+    tail_file, unique_temp_dir,
 };
+use super::wait::{wait_child, wait_until};
 use super::Transport;
 
 /// The database every test uses.

@@ -9,7 +9,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
-use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir, wait_child};
+use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir};
+use super::wait::wait_child;
 use super::wire::{cancel_packet, Endpoint, RawConn};
 use super::Transport;
 
@@ -503,7 +504,7 @@ impl Pooler {
 
     /// Waits until the log has `needle` at least `count` times.
     pub fn wait_for_log(&self, needle: &str, count: usize, timeout: Duration) -> bool {
-        super::util::wait_until(timeout, || {
+        super::wait::wait_until(timeout, || {
             std::fs::read_to_string(&self.log)
                 .map(|l| l.matches(needle).count() >= count)
                 .unwrap_or(false)

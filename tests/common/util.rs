@@ -182,33 +182,6 @@ pub fn kill(pid: u32, sig: i32) {
     }
 }
 
-/// Polls `f` every 20 ms until it returns true or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits for a child with a timeout; `None` if it is still running.
-pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => return None,
-            Err(_) => return None,
-        }
-    }
-}
-
 /// The last `max` bytes of a log file, for panic messages.
 pub fn tail_file(path: &Path, max: usize) -> String {
     match std::fs::read(path) {
