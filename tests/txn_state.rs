@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::ext::{self, read_batch, read_messages, Batch};
+use common::wait::{wait_active, wait_clients_waiting};
 use common::wire::{QueryResult, Session};
 use common::{
     connect_ok, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER,
@@ -521,7 +522,10 @@ async fn session_sets_pin_or_follow_and_never_leak() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
-    let p = txn_pooler(1);
+    let p = Pooler::start(
+        PgCluster::shared(),
+        PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]),
+    );
     let ci = unix_ci(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
@@ -541,12 +545,12 @@ async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
         (b, v)
     });
     // B waits for the pinned backend; A keeps using it meanwhile.
+    tokio::task::block_in_place(|| wait_clients_waiting(&p, 1));
     for _ in 0..3 {
         assert_eq!(
             pid_and(&a, "current_setting('work_mem')").await,
             (pa, Some("12MB".into()))
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
         !waiting.is_finished(),
@@ -1414,8 +1418,8 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
              LOCK TABLE state_left IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2)",
         ))
         .unwrap();
-        // Let the query start, then vanish.
-        std::thread::sleep(Duration::from_millis(300));
+        // Vanish once the query runs.
+        wait_active(PgCluster::shared(), "INSERT INTO state_left VALUES (3)");
         drop(c);
     })
     .await
