@@ -15,8 +15,10 @@
 //!
 //! Environment knobs: `PGHARBOR_TEST_LOG` sets the pooler's RUST_LOG
 //! (default `info`); `PGHARBOR_KEEP_TEST_DIRS` keeps each pooler's temp dir
-//! (config, userlist, `pgharbor.log`) after the test. A failing test prints
-//! its poolers' logs.
+//! (config, userlist, `pgharbor.log`) after the test; `PGHARBOR_ALLOW_SKIP=1`
+//! lets a test skip when a client library or tool cannot be installed
+//! ([`skip`]; without it such a test fails). A failing test prints its
+//! poolers' logs.
 //!
 //! Every test binary does `mod common;` and uses a subset, hence the
 //! dead-code allowance.
@@ -29,6 +31,7 @@ pub mod pg;
 pub mod pki;
 pub mod pooler;
 pub mod secrets;
+pub mod skip;
 pub mod tls;
 pub mod util;
 pub mod wait;
