@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::scram_unix_conninfo;
+
 use std::time::{Duration, Instant};
 
 use common::ext::{self, read_messages};
@@ -16,10 +18,6 @@ use common::{
 
 /// Generous bound for anything that must happen "promptly" on a loaded machine.
 const WAIT: Duration = Duration::from_secs(20);
-
-fn unix_ci(p: &Pooler) -> String {
-    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
-}
 
 fn login(p: &Pooler) -> (RawConn, (i32, i32)) {
     let mut c = RawConn::connect(&p.endpoint(Transport::Unix));
@@ -62,7 +60,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
     let pg = PgCluster::shared();
     fresh_table(pg, "fault_term");
     let p = Pooler::start(pg, PoolerOpts::transaction(2));
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let admin = pg.admin_client().await;
 
     // tokio-postgres: a statement after the kill fails promptly, so does COMMIT.
@@ -171,7 +169,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
 async fn an_idle_backend_terminated_between_transactions_is_never_handed_out() {
     let pg = PgCluster::shared();
     let p = Pooler::start(pg, PoolerOpts::transaction(1));
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let admin = pg.admin_client().await;
     let a = connect_ok(&ci).await;
     for round in 0..6 {
@@ -223,7 +221,7 @@ async fn postgresql_restarts_fast_and_immediate() {
     let mut opts = PoolerOpts::transaction(2);
     opts.server_connect_timeout = "5s".into();
     let p = Pooler::start(&pg, opts);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     // Clients that stay connected across both restarts; they hold no
     // backend between transactions.
     let steady = connect_ok(&ci).await;
@@ -367,7 +365,7 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
         // A pooler per case: a stuck backend must not hide the next case.
         let opts = PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]);
         let p = Pooler::start(PgCluster::shared(), opts);
-        let ci = unix_ci(&p);
+        let ci = scram_unix_conninfo(&p);
         let b = connect_ok(&ci).await;
         for terminate in [false, true] {
             tokio::task::block_in_place(|| {

@@ -91,3 +91,17 @@ pub fn scram_login(ep: &Endpoint) -> RawConn {
     .unwrap_or_else(|e| panic!("login at {ep:?} as {}: {e:?}", SCRAM_USER.0));
     c
 }
+
+/// Runs a simple query on a raw client; panics (with the error) unless it
+/// succeeds.
+pub fn q_ok(c: &mut RawConn, sql: &str) -> wire::QueryResult {
+    let r = c.query(sql);
+    assert!(r.error.is_none(), "{sql}: {:?}", r.error);
+    r
+}
+
+/// The conninfo of [`SCRAM_USER`] on [`TEST_DB`] through the pooler's Unix
+/// socket.
+pub fn scram_unix_conninfo(p: &Pooler) -> String {
+    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
+}
