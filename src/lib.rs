@@ -9,8 +9,9 @@
 //! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
 //! user timeout, [`pooler`] the shared state of one running pooler,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
-//! metrics endpoint, [`report`] `pgharbor report`, [`signals`] the operator
-//! signals, [`service`] what running as a system service needs.
+//! metrics endpoint, [`report`] `pgharbor report`, [`logging`] the
+//! binary's log output (text or JSON), [`signals`] the operator signals,
+//! [`service`] what running as a system service needs.
 
 pub mod admin;
 pub mod auth;
@@ -20,6 +21,7 @@ pub mod config;
 pub mod fuzzing;
 pub mod import;
 pub mod listener;
+pub mod logging;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use pgharbor::config::Config;
 use pgharbor::listener::Listeners;
+use pgharbor::logging::LogFormat;
 use pgharbor::pooler::Pooler;
 use pgharbor::service::activation::Inherited;
 use pgharbor::service::logfile::{self, LogFile};
@@ -33,6 +34,9 @@ struct Cli {
     /// Log filter (tracing syntax, e.g. `info` or `pgharbor=debug`); RUST_LOG wins if set.
     #[arg(long, global = true, default_value = "info")]
     log_level: String,
+    /// Log line format: `text` for people, `json` (one object per line) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Worker threads; 1 runs everything on one thread (best on small machines,
     /// where the pooler shares cores with PostgreSQL and clients), 0 = one per core.
     #[arg(long, default_value_t = 1)]
@@ -80,20 +84,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&cli.log_level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match cli.logfile.as_deref().map(LogFile::open).transpose() {
-        Ok(Some(file)) => {
-            builder.with_writer(file.clone()).with_ansi(false).init();
-            logfile::install(file);
-        }
-        Ok(None) => builder.with_writer(std::io::stderr).init(),
+    let logfile = match cli.logfile.as_deref().map(LogFile::open).transpose() {
+        Ok(f) => f,
         Err(e) => {
             eprintln!("pgharbor: --logfile: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    pgharbor::logging::init(&cli.log_level, cli.log_format, logfile.clone());
+    if let Some(file) = logfile {
+        logfile::install(file);
     }
     let service = ServiceOpts {
         pidfile: cli.pidfile,

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use common::util::wait_until;
+use common::wait::wait_until;
 use common::{connect_err, connect_ok, PgCluster, Pooler, Transport, SCRAM_USER, TEST_DB};
 use support::{console, fails, opts, show, show_until, ADMIN_DB};
 use tokio_postgres::SimpleQueryMessage;

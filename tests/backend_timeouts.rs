@@ -18,7 +18,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::FromRawFd;
 use std::time::{Duration, Instant};
 
-use common::pg::free_port_below_32768;
+use common::util::free_port;
 use common::util::kill;
 use common::{
     connect, db_err, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER,
@@ -61,7 +61,7 @@ fn opts(pool: &str) -> PoolerOpts {
         .pool_size(1)
         .admin_users(&[SCRAM_USER.0])
         .pool_toml(pool);
-    o.port = Some(free_port_below_32768());
+    o.port = Some(free_port());
     o
 }
 
@@ -239,7 +239,7 @@ async fn the_poolers_own_statements_in_the_relay_are_bounded() {
 #[tokio::test(flavor = "multi_thread")]
 async fn connect_timeout_toward_a_silent_listener() {
     let pg = PgCluster::shared();
-    let port = free_port_below_32768();
+    let port = free_port();
     // The kernel completes the handshakes; nobody ever reads.
     let _silent = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind");
     let entry = |name: &str, extra: &str| {

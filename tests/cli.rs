@@ -5,9 +5,10 @@
 mod common;
 
 use std::process::Command;
+use std::time::Duration;
 
 use common::util::unique_temp_dir;
-use common::{PgCluster, Pooler, PoolerOpts};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER, TEST_DB};
 
 #[test]
 fn check_accepts_the_harness_config() {
@@ -146,5 +147,81 @@ fn version_and_help() {
     assert!(
         help.contains("check") && help.contains("--config"),
         "{help}"
+    );
+}
+
+/// Starts a pooler with `args`, has one client log in and one fail to, stops
+/// it with SIGTERM and returns its whole stderr/stdout log.
+fn log_of_a_short_run(args: &[&str]) -> String {
+    let mut pooler = Pooler::start(PgCluster::shared(), PoolerOpts::default().args(args));
+    let mut ok = common::scram_login(&pooler.endpoint(Transport::Unix));
+    assert!(ok.query("SELECT 1").error.is_none());
+    ok.terminate();
+    let mut bad = RawConn::connect(&pooler.endpoint(Transport::Tcp));
+    let refused = bad.login(
+        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
+        Some("wrong password"),
+    );
+    assert!(refused.is_err(), "a wrong password logged in");
+    pooler.signal(libc::SIGTERM);
+    assert!(
+        pooler.wait_exit(Duration::from_secs(10)).is_some(),
+        "pgharbor did not exit on SIGTERM"
+    );
+    std::fs::read_to_string(pooler.dir().join("pgharbor.log")).expect("read pgharbor.log")
+}
+
+#[test]
+fn a_log_file_has_no_colour_codes() {
+    // The harness redirects stderr to a file and leaves NO_COLOR unset, as a
+    // service manager would: the pooler must notice it is not a terminal.
+    let log = log_of_a_short_run(&[]);
+    assert!(log.contains("pgharbor started"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "escape sequences in a log that is not a terminal:\n{log:?}"
+    );
+}
+
+#[test]
+fn log_format_json_writes_one_object_per_line() {
+    let log = log_of_a_short_run(&["--log-format", "json"]);
+    let mut messages = Vec::new();
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        assert!(v["level"].is_string(), "no level: {line}");
+        assert!(v["timestamp"].is_string(), "no timestamp: {line}");
+        let message = v["fields"]["message"].as_str();
+        messages.push(
+            message
+                .unwrap_or_else(|| panic!("no fields.message: {line}"))
+                .to_string(),
+        );
+    }
+    for want in ["pgharbor started", "pgharbor stopped"] {
+        assert!(
+            messages.iter().any(|m| m == want),
+            "no {want:?} in {messages:?}"
+        );
+    }
+    // Structured fields stay fields, and a client's lines carry its
+    // connection span (who, over what), once.
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        lines.iter().any(|v| v["fields"]["version"].is_string()),
+        "the start-up line lost its version field:\n{log}"
+    );
+    let login = lines
+        .iter()
+        .find(|v| v["fields"]["message"] == "client logged in")
+        .unwrap_or_else(|| panic!("no login line:\n{log}"));
+    assert_eq!(login["span"]["transport"], "unix", "{login}");
+    assert!(
+        login.get("spans").is_none(),
+        "span list repeats the span: {login}"
     );
 }

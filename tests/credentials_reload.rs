@@ -8,9 +8,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::pg::free_port_below_32768;
+use common::util::free_port;
+use common::wait::wait_until;
 use common::{connect, db_err, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, Transport};
 use common::{SCRAM_USER, TEST_DB};
 
@@ -30,21 +31,14 @@ fn create_role(pg: &PgCluster, role: &str, password: &str) {
 /// Closes every backend of `role` from the server side and waits until
 /// they are gone, so that the pool must open a new one.
 fn empty_the_pool(pg: &PgCluster, role: &str) {
-    let deadline = Instant::now() + STEP;
-    loop {
-        let left = pg.psql_ok(
-            TEST_DB,
-            &format!(
-                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                 WHERE usename = '{role}' AND backend_type = 'client backend'"
-            ),
-        );
-        if left == "0" {
-            return;
-        }
-        assert!(Instant::now() < deadline, "backends of {role} still there");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let sql = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+         WHERE usename = '{role}' AND backend_type = 'client backend'"
+    );
+    assert!(
+        wait_until(STEP, || pg.psql_ok(TEST_DB, &sql) == "0"),
+        "backends of {role} still there"
+    );
 }
 
 /// Reloads with SIGHUP and waits for the `reloads`-th reload to be logged.
@@ -75,7 +69,7 @@ fn describe(e: &tokio_postgres::Error) -> String {
 
 fn opts() -> PoolerOpts {
     PoolerOpts {
-        port: Some(free_port_below_32768()),
+        port: Some(free_port()),
         ..PoolerOpts::default()
     }
 }

@@ -8,16 +8,21 @@
 //! report and the plot inputs.
 //!
 //! The harness runs PostgreSQL and PgBouncer as the `postgres` OS user when it
-//! is root, as `scripts/test.sh` does. Its ports come from below the kernel's
-//! ephemeral range, so they cannot collide with the ports `tests/common` gets
-//! from binding port 0. A missing PgBouncer is skipped (`--no-install`), not
-//! installed.
+//! is root, as `scripts/test.sh` does. Its ports come from `tests/common`'s
+//! `free_port`, below the kernel's ephemeral range. The harness installs nothing (`--no-install`):
+//! scripts/test.sh installs PgBouncer, and without it the test fails (or,
+//! with `PGHARBOR_ALLOW_SKIP=1`, runs without the PgBouncer target).
 
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+#[path = "common/skip.rs"]
+mod skip;
+#[allow(dead_code)]
+#[path = "common/util.rs"]
+mod util;
 
 /// The harness takes about 15 s here; past this it is stopped (SIGTERM, so
 /// its cleanup trap stops the servers it started) and the test fails.
@@ -44,30 +49,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = fs::remove_dir_all(&self.0);
     }
-}
-
-/// `n` distinct ports on 127.0.0.1 below the ephemeral range (where bind(0)
-/// never lands), free a moment ago; the start depends on our pid so two test
-/// runs at once are unlikely to try the same ones.
-fn ports_below_ephemeral(n: usize) -> Vec<u16> {
-    let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
-        .unwrap_or(32768)
-        .clamp(12000, 65000);
-    let (first, span) = (low - 10000, 9000);
-    let offset = (std::process::id() * 7) % span;
-    let mut ports = Vec::new();
-    for i in 0..span {
-        let port = (first + (offset + i) % span) as u16;
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            ports.push(port);
-            if ports.len() == n {
-                return ports;
-            }
-        }
-    }
-    panic!("no {n} free ports in {first}..{}", first + span);
 }
 
 /// Whether the harness will find PgBouncer: an executable file where it looks.
@@ -146,8 +127,11 @@ fn quick_profile_smallest_cell_end_to_end() {
     let work = TempDir::new("harness-quick");
     let out = work.0.join("results");
     let (stdout, stderr) = (work.0.join("stdout"), work.0.join("stderr"));
-    let ports = ports_below_ephemeral(3);
+    let ports: Vec<u16> = (0..3).map(|_| util::free_port()).collect();
     let bouncer = have_pgbouncer();
+    if !bouncer {
+        skip::skip_or_fail("PgBouncer (the harness's third target) is not installed");
+    }
 
     let mut child = Command::new("bash")
         .arg(root.join("pgbench/run"))

@@ -13,6 +13,8 @@ use futures_util::{SinkExt, TryStreamExt};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use common::clients::{pgbench_cmd, psql_cmd, sqlstate};
+use common::ext::query;
+use common::wait::{wait_active, wait_active_async};
 use common::wire::{send_cancel, Failure};
 use common::{
     connect_ok, connect_with_messages, psql_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply,
@@ -520,30 +522,6 @@ fn asynchronous_parameter_status_and_function_call_pass_through() {
     }
 }
 
-/// Waits until a query containing `marker` is active in PostgreSQL.
-async fn wait_active(admin: &tokio_postgres::Client, marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let n: i64 = admin
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
-                 WHERE state = 'active' AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
-                &[&marker],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if n > 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "query {marker} never became active"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn cancel_request_from_tokio_postgres_cancels_pg_sleep() {
     let pg = PgCluster::shared();
@@ -561,7 +539,7 @@ async fn cancel_request_from_tokio_postgres_cancels_pg_sleep() {
                 let res = client.simple_query(&sql).await;
                 (res, client)
             });
-            wait_active(&admin, &marker).await;
+            wait_active_async(&admin, &marker).await;
             token.cancel_query(NoTls).await.expect("send cancel");
             task
         };
@@ -594,10 +572,10 @@ async fn psql_interrupt_cancels_pg_sleep() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-        wait_active(&admin, &marker).await;
+        wait_active_async(&admin, &marker).await;
         let started = Instant::now();
         common::util::kill(child.id(), libc::SIGINT);
-        let status = common::util::wait_child(&mut child, Duration::from_secs(10));
+        let status = common::wait::wait_child(&mut child, Duration::from_secs(10));
         let Some(status) = status else {
             let _ = child.kill();
             panic!("psql still running 10 s after SIGINT over {t:?}");
@@ -629,14 +607,12 @@ fn raw_cancel_with_the_pooler_key_works_and_a_wrong_key_is_ignored() {
 
         // Wrong key: the server closes the cancel connection without a word
         // and the query is not touched.
-        raw.send(&{
-            let mut b = bytes::BytesMut::new();
-            postgres_protocol::message::frontend::query("SELECT pg_sleep(1), 'done'", &mut b)
-                .unwrap();
-            b.to_vec()
-        })
+        let marker = format!("wrong_key_{t:?}");
+        raw.send(&query(&format!(
+            "SELECT pg_sleep(1), 'done' /* {marker} */"
+        )))
         .unwrap();
-        std::thread::sleep(Duration::from_millis(200));
+        wait_active(pg, &marker);
         assert_eq!(
             send_cancel(&pooler.endpoint(t), pid, key.wrapping_add(1)),
             Reply::Closed
@@ -658,13 +634,10 @@ fn raw_cancel_with_the_pooler_key_works_and_a_wrong_key_is_ignored() {
         } else {
             Transport::Unix
         };
-        raw.send(&{
-            let mut b = bytes::BytesMut::new();
-            postgres_protocol::message::frontend::query("SELECT pg_sleep(30)", &mut b).unwrap();
-            b.to_vec()
-        })
-        .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        let marker = format!("right_key_{t:?}");
+        raw.send(&query(&format!("SELECT pg_sleep(30) /* {marker} */")))
+            .unwrap();
+        wait_active(pg, &marker);
         let started = Instant::now();
         assert_eq!(
             send_cancel(&pooler.endpoint(other), pid, key),

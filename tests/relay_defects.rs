@@ -12,6 +12,8 @@
 
 mod common;
 
+use common::scram_unix_conninfo;
+
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -25,7 +27,8 @@ use tokio_postgres::AsyncMessage;
 
 use common::clients::describe_error;
 use common::ext;
-use common::util::{free_port, wait_until};
+use common::util::free_port;
+use common::wait::wait_until;
 use common::wire::{
     cancel_packet, cstrings, data_row, name_value, startup_packet, QueryResult, Session,
     CANCEL_REQUEST_CODE, PROTOCOL_3_0,
@@ -229,10 +232,6 @@ fn pooler_in(mode: &str, pool_size: usize) -> Pooler {
         PgCluster::shared(),
         PoolerOpts::default().mode(mode).pool_size(pool_size),
     )
-}
-
-fn tp_conninfo(p: &Pooler) -> String {
-    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
 }
 
 /// tokio-postgres call with a deadline, panicking with `what` on timeout.
@@ -652,7 +651,7 @@ async fn tp_pid(client: &tokio_postgres::Client) -> i32 {
 }
 
 async fn copy_in_then_query(p: &Pooler, table: &str) -> i32 {
-    let client = connect_ok(&tp_conninfo(p)).await;
+    let client = connect_ok(&scram_unix_conninfo(p)).await;
     assert_eq!(tp_copy_in(&client, table, "1\n2\n3\n").await, 3);
     let n = within(
         "the query after COPY",
@@ -675,7 +674,7 @@ async fn defect_4_copy_in_then_query_transaction() {
     let p = txn_pooler(1);
     copy_in_then_query(&p, "d4_copy_txn").await;
     // And the backend serves the next client.
-    let other = connect_ok(&tp_conninfo(&p)).await;
+    let other = connect_ok(&scram_unix_conninfo(&p)).await;
     let n: i64 = within(
         "next client",
         other.query_one("SELECT count(*) FROM d4_copy_txn", &[]),
@@ -694,7 +693,7 @@ async fn defect_4_copy_in_then_query_session() {
     let first = copy_in_then_query(&p, "d4_copy_session").await;
     // The client left between queries: its backend is as good as any and
     // goes back to the pool (the next client, pool_size 1, gets it).
-    let next = connect_ok(&tp_conninfo(&p)).await;
+    let next = connect_ok(&scram_unix_conninfo(&p)).await;
     let second = tp_pid(&next).await;
     assert_eq!(
         second, first,
@@ -773,8 +772,8 @@ async fn defect_4_copy_out_piped_into_copy_in_transaction() {
     );
     fresh_table(pg, "d4_pipe_dst", "");
     let p = txn_pooler(2);
-    let reader = connect_ok(&tp_conninfo(&p)).await;
-    let writer = connect_ok(&tp_conninfo(&p)).await;
+    let reader = connect_ok(&scram_unix_conninfo(&p)).await;
+    let writer = connect_ok(&scram_unix_conninfo(&p)).await;
     let piped = async {
         let stream = reader
             .copy_out("COPY d4_pipe_src TO STDOUT")
@@ -1086,7 +1085,7 @@ fn defect_8_backend_key_data_carries_the_backend_pid_session() {
 async fn defect_8_notification_sender_is_the_reported_pid_session() {
     let p = session_pooler(2);
     // tokio-postgres: the Notification of its own NOTIFY names its backend.
-    let (client, mut messages) = connect_with_messages(&tp_conninfo(&p))
+    let (client, mut messages) = connect_with_messages(&scram_unix_conninfo(&p))
         .await
         .unwrap_or_else(|e| panic!("connect: {}", describe_error(&e)));
     let pid = tp_pid(&client).await;

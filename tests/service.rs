@@ -18,7 +18,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::util::{unique_temp_dir, wait_until};
+use common::util::unique_temp_dir;
+use common::wait::wait_until;
 use common::{Endpoint, PgCluster, Pooler, PoolerOpts, RawConn, TEST_DB, TRUST_USER};
 use support::{serves, Running, Setup};
 

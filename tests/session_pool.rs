@@ -7,9 +7,11 @@ mod common;
 
 use std::io::Write as _;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::clients::psql_cmd;
+use common::ext::query;
+use common::wait::{wait_active, wait_for_async, WAIT};
 use common::wire::{send_cancel, Session};
 use common::{
     connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB,
@@ -92,8 +94,7 @@ async fn consecutive_clients_share_the_backend_but_not_its_state() {
 
 /// Waits until the backend serving `marker`'s transaction is idle in it.
 async fn wait_idle_in_transaction(admin: &tokio_postgres::Client, marker: &str) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    let pid = wait_for_async(WAIT, || async {
         let rows = admin
             .query(
                 "SELECT pid FROM pg_stat_activity \
@@ -102,15 +103,10 @@ async fn wait_idle_in_transaction(admin: &tokio_postgres::Client, marker: &str) 
             )
             .await
             .unwrap();
-        if let Some(r) = rows.first() {
-            return r.get(0);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{marker}: no idle-in-transaction backend"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        rows.first().map(|r| r.get(0))
+    })
+    .await;
+    pid.unwrap_or_else(|| panic!("{marker}: no idle-in-transaction backend"))
 }
 
 /// After an abandoned client: the next client gets the same backend, idle,
@@ -282,13 +278,13 @@ fn backend_key_data_has_the_real_pid_and_a_secret_of_the_poolers_and_stale_keys_
         assert_ne!(key2.1, key1.1, "each client gets a secret of its own");
 
         // The first client's key must not cancel the second client's query.
+        let marker = format!("stale_key_{t:?}");
         second
-            .send(&common::wire::message(
-                b'Q',
-                b"SELECT pg_sleep(1.5), 'done'\0",
-            ))
+            .send(&query(&format!(
+                "SELECT pg_sleep(1), 'done' /* {marker} */"
+            )))
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        wait_active(pg, &marker);
         assert_eq!(
             send_cancel(&pooler.endpoint(t), key1.0, key1.1),
             Reply::Closed
@@ -300,10 +296,11 @@ fn backend_key_data_has_the_real_pid_and_a_secret_of_the_poolers_and_stale_keys_
         );
         assert_eq!(res.rows[0][1].as_deref(), Some("done"));
         // Its own key does.
+        let marker = format!("own_key_{t:?}");
         second
-            .send(&common::wire::message(b'Q', b"SELECT pg_sleep(30)\0"))
+            .send(&query(&format!("SELECT pg_sleep(30) /* {marker} */")))
             .unwrap();
-        std::thread::sleep(Duration::from_millis(300));
+        wait_active(pg, &marker);
         send_cancel(&pooler.endpoint(t), key2.0, key2.1);
         let res = second.read_query_result(Duration::from_secs(10));
         assert_eq!(res.error.map(|e| e.code).as_deref(), Some("57014"));

@@ -6,6 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::wait::WAIT;
 use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB};
 
 fn login(pooler: &Pooler, t: Transport) -> RawConn {
@@ -42,6 +43,10 @@ fn sigterm_stops_accepting_then_closes_sessions_with_57p01() {
 
     let t0 = Instant::now();
     pooler.signal(libc::SIGTERM);
+    assert!(
+        pooler.wait_for_log("safe shutdown: no new clients", 1, WAIT),
+        "SIGTERM not acted on"
+    );
 
     // Sessions may finish their work during the grace period.
     let res = busy.query("SELECT pg_sleep(0.3), 'finished'");
@@ -103,7 +108,11 @@ fn sigterm_exits_as_soon_as_the_last_session_ends() {
     let mut pooler = Pooler::start(pg, PoolerOpts::default().shutdown_timeout("30s"));
     let mut raw = login(&pooler, Transport::Unix);
     pooler.signal(libc::SIGTERM);
-    std::thread::sleep(Duration::from_millis(300));
+    // The drain has begun (so the session below is one it waits for).
+    assert!(
+        pooler.wait_for_log("safe shutdown: no new clients", 1, WAIT),
+        "SIGTERM not acted on"
+    );
     assert_eq!(raw.query("SELECT 1").scalar().as_deref(), Some("1"));
     let t0 = Instant::now();
     raw.terminate();

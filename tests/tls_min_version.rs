@@ -7,8 +7,8 @@
 
 mod common;
 
-use common::pg::free_port_below_32768;
 use common::tls::{psql_conninfo, tls_toml, Certs, PsqlRun};
+use common::util::free_port;
 use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TEST_DB};
 
 /// psql over TCP with TLS required, plus the `extra` conninfo keywords.
@@ -30,7 +30,7 @@ fn start(certs: &Certs, min: Option<&str>) -> Pooler {
         keys.push(("min_protocol_version", min));
     }
     let mut opts = PoolerOpts::default().tls(&tls_toml(Some(certs), &keys));
-    opts.port = Some(free_port_below_32768());
+    opts.port = Some(free_port());
     Pooler::start(PgCluster::shared(), opts)
 }
 

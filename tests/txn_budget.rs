@@ -8,7 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::ext::{bind, execute, parse, read_batch, sync};
-use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport};
+use common::wait::wait_clients;
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -52,9 +53,11 @@ fn flood(c: &mut RawConn, from: usize, n: usize, size: usize) -> Vec<String> {
 
 #[test]
 fn a_client_flooding_named_statements_gets_53200_and_others_go_on() {
-    let opts = PoolerOpts::transaction(2).pool_toml(
-        "prepared_statement_bytes = \"64MiB\"\nprepared_statement_bytes_per_client = \"1MiB\"",
-    );
+    let opts = PoolerOpts::transaction(2)
+        .admin_users(&[SCRAM_USER.0])
+        .pool_toml(
+            "prepared_statement_bytes = \"64MiB\"\nprepared_statement_bytes_per_client = \"1MiB\"",
+        );
     let p = Pooler::start(PgCluster::shared(), opts);
     let pid = p.pid();
     let mut other = login(&p);
@@ -84,7 +87,7 @@ fn a_client_flooding_named_statements_gets_53200_and_others_go_on() {
     // What the flooder held is freed when it leaves: the same flood by a
     // new client fits again.
     flooder.terminate();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_clients(&p, 1);
     let mut again = login(&p);
     let codes = flood(&mut again, 100_000, 900, 1000);
     assert!(
@@ -96,9 +99,11 @@ fn a_client_flooding_named_statements_gets_53200_and_others_go_on() {
 
 #[test]
 fn the_pooler_wide_budget_holds_across_clients() {
-    let opts = PoolerOpts::transaction(2).pool_toml(
-        "prepared_statement_bytes = \"512KiB\"\nprepared_statement_bytes_per_client = \"1MiB\"",
-    );
+    let opts = PoolerOpts::transaction(2)
+        .admin_users(&[SCRAM_USER.0])
+        .pool_toml(
+            "prepared_statement_bytes = \"512KiB\"\nprepared_statement_bytes_per_client = \"1MiB\"",
+        );
     let p = Pooler::start(PgCluster::shared(), opts);
     let mut a = login(&p);
     let mut b = login(&p);
@@ -112,7 +117,7 @@ fn the_pooler_wide_budget_holds_across_clients() {
     assert!(flood(&mut b, 0, 100, 1000).is_empty());
     a.terminate();
     b.terminate();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_clients(&p, 0);
     let mut c = login(&p);
     assert!(
         flood(&mut c, 5000, 400, 1000).is_empty(),

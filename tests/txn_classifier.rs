@@ -7,19 +7,15 @@
 
 mod common;
 
-use common::wire::{message, QueryResult};
+use common::q_ok;
+
+use common::wire::message;
 use common::{PgCluster, Pooler, PoolerOpts, RawConn, Transport};
 
 const DEFAULT_PATH: &str = "\"$user\", public";
 
 fn login(p: &Pooler) -> RawConn {
     common::scram_login(&p.endpoint(Transport::Unix))
-}
-
-fn q_ok(c: &mut RawConn, sql: &str) -> QueryResult {
-    let r = c.query(sql);
-    assert!(r.error.is_none(), "{sql}: {:?}", r.error);
-    r
 }
 
 fn search_path(c: &mut RawConn) -> String {

@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::skip::skip_or_fail;
 use common::{connect, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB, TRUST_USER};
 
 const CLIENTS: usize = 1000;
@@ -296,9 +297,9 @@ fn run_py(args: &[&str]) {
 #[test]
 fn psycopg_with_server_side_prepared_statements_in_transaction_mode() {
     if let Err(e) = ensure_python_module("psycopg", "psycopg[binary]") {
-        panic!(
-            "psycopg is needed for this test and could not be installed (is PyPI reachable?): {e}"
-        );
+        return skip_or_fail(&format!(
+            "psycopg is needed and could not be installed: {e}"
+        ));
     }
     let pg = PgCluster::shared();
     py_table(pg, "txn_py_psycopg");
@@ -311,8 +312,9 @@ fn psycopg_with_server_side_prepared_statements_in_transaction_mode() {
 #[test]
 fn asyncpg_named_statements_in_transaction_mode() {
     if let Err(e) = ensure_python_module("asyncpg", "asyncpg") {
-        eprintln!("asyncpg could not be installed, its part is skipped: {e}");
-        return;
+        return skip_or_fail(&format!(
+            "asyncpg is needed and could not be installed: {e}"
+        ));
     }
     let pg = PgCluster::shared();
     py_table(pg, "txn_py_asyncpg");

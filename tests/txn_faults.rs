@@ -4,9 +4,12 @@
 
 mod common;
 
+use common::scram_unix_conninfo;
+
 use std::time::{Duration, Instant};
 
 use common::ext::{self, read_messages};
+use common::wait::{wait_active, wait_clients_waiting, wait_show};
 use common::wire::send_cancel;
 use common::{
     connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, StopMode, Transport, SCRAM_USER,
@@ -15,10 +18,6 @@ use common::{
 
 /// Generous bound for anything that must happen "promptly" on a loaded machine.
 const WAIT: Duration = Duration::from_secs(20);
-
-fn unix_ci(p: &Pooler) -> String {
-    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
-}
 
 fn login(p: &Pooler) -> (RawConn, (i32, i32)) {
     let mut c = RawConn::connect(&p.endpoint(Transport::Unix));
@@ -38,19 +37,6 @@ fn fresh_table(pg: &PgCluster, name: &str) {
             "DROP TABLE IF EXISTS {name}; CREATE TABLE {name}(tag text); \
              GRANT ALL ON {name} TO scram_user"
         ),
-    );
-}
-
-/// Waits until a query whose text starts with `prefix` is running.
-fn wait_active(pg: &PgCluster, prefix: &str) {
-    let sql = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE state = 'active' \
-         AND query LIKE '{}%'",
-        prefix.replace('\'', "''")
-    );
-    assert!(
-        common::util::wait_until(WAIT, || pg.psql_ok(TEST_DB, &sql) != "0"),
-        "{prefix:?} never started running"
     );
 }
 
@@ -74,7 +60,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
     let pg = PgCluster::shared();
     fresh_table(pg, "fault_term");
     let p = Pooler::start(pg, PoolerOpts::transaction(2));
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let admin = pg.admin_client().await;
 
     // tokio-postgres: a statement after the kill fails promptly, so does COMMIT.
@@ -183,7 +169,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
 async fn an_idle_backend_terminated_between_transactions_is_never_handed_out() {
     let pg = PgCluster::shared();
     let p = Pooler::start(pg, PoolerOpts::transaction(1));
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let admin = pg.admin_client().await;
     let a = connect_ok(&ci).await;
     for round in 0..6 {
@@ -235,7 +221,7 @@ async fn postgresql_restarts_fast_and_immediate() {
     let mut opts = PoolerOpts::transaction(2);
     opts.server_connect_timeout = "5s".into();
     let p = Pooler::start(&pg, opts);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     // Clients that stay connected across both restarts; they hold no
     // backend between transactions.
     let steady = connect_ok(&ci).await;
@@ -327,15 +313,27 @@ async fn postgresql_restarts_fast_and_immediate() {
 // ---------------------------------------------------------------------------
 // Clients vanishing mid-batch
 
+/// What the pooler does with the bytes a vanishing client sent, that it
+/// has done before the client goes.
+#[derive(Clone, Copy)]
+enum Then {
+    /// Answered them (ParseComplete).
+    Answered,
+    /// Took the backend for them (SHOW POOLS: sv_active = 1).
+    Lent,
+    /// Nothing visible: an incomplete message waits in its buffer.
+    Buffered,
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
     let mut stuck = Vec::new();
-    let cases: Vec<(&str, Vec<u8>, bool)> = vec![
-        ("Parse, no Sync", ext::parse("x", "SELECT 1"), false),
+    let cases: Vec<(&str, Vec<u8>, Then)> = vec![
+        ("Parse, no Sync", ext::parse("x", "SELECT 1"), Then::Lent),
         (
             "Parse + Flush, answered, no Sync",
             [ext::parse("x", "SELECT 1"), ext::flush()].concat(),
-            true,
+            Then::Answered,
         ),
         (
             "Parse/Bind/Execute of a long query + Flush, no Sync",
@@ -345,12 +343,12 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
                 ext::flush(),
             ]
             .concat(),
-            false,
+            Then::Lent,
         ),
         (
             "half a Parse",
             ext::parse("x", "SELECT 'a long enough statement text'")[..20].to_vec(),
-            false,
+            Then::Buffered,
         ),
         (
             "BEGIN, then Parse + Flush, no Sync",
@@ -360,39 +358,40 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
                 ext::flush(),
             ]
             .concat(),
-            false,
+            Then::Lent,
         ),
     ];
-    for (what, bytes, answered) in cases {
+    for (what, bytes, then) in cases {
         // A pooler per case: a stuck backend must not hide the next case.
-        let p = Pooler::start(PgCluster::shared(), PoolerOpts::transaction(1));
-        let ci = unix_ci(&p);
+        let opts = PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]);
+        let p = Pooler::start(PgCluster::shared(), opts);
+        let ci = scram_unix_conninfo(&p);
         let b = connect_ok(&ci).await;
         for terminate in [false, true] {
-            let ep = p.endpoint(Transport::Unix);
-            let bytes = bytes.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut c = RawConn::connect(&ep);
-                c.login(
-                    &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-                    Some(SCRAM_USER.1),
-                )
-                .unwrap();
+            tokio::task::block_in_place(|| {
+                let (mut c, _) = login(&p);
                 c.send(&bytes).unwrap();
-                if answered {
-                    let r = read_messages(&mut c, WAIT, |t| t == b'1');
-                    assert_eq!(r.flow(), "1", "{what}: {r:?}");
-                } else {
-                    std::thread::sleep(Duration::from_millis(200));
+                match then {
+                    Then::Answered => {
+                        let r = read_messages(&mut c, WAIT, |t| t == b'1');
+                        assert_eq!(r.flow(), "1", "{what}: {r:?}");
+                    }
+                    Then::Lent => {
+                        let what = format!("{what}: the client never got the backend");
+                        wait_show(&p, "SHOW POOLS", &what, |pools| {
+                            pools.column("sv_active") == [Some("1".to_string())]
+                        });
+                    }
+                    // The close follows the bytes on the socket, so the
+                    // pooler reads them first whenever it reads.
+                    Then::Buffered => {}
                 }
                 if terminate {
                     // A Terminate in the middle of the batch.
                     let _ = c.send(&common::wire::message(b'X', &[]));
                 }
                 drop(c);
-            })
-            .await
-            .unwrap();
+            });
             match tokio::time::timeout(WAIT, b.simple_query("SELECT 1")).await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e)) => stuck.push(format!("{what} (Terminate: {terminate}): {e:?}")),
@@ -418,7 +417,7 @@ async fn a_client_gone_before_its_sync_leaves_no_backend_stuck() {
 #[test]
 fn cancel_reaches_only_the_query_of_the_client_that_asked() {
     let pg = PgCluster::shared();
-    let p = Pooler::start(pg, PoolerOpts::transaction(1));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]));
     let ep = p.endpoint(Transport::Unix);
     let (mut a, key_a) = login(&p);
     let (mut b, _) = login(&p);
@@ -426,6 +425,7 @@ fn cancel_reaches_only_the_query_of_the_client_that_asked() {
     wait_active(pg, "SELECT pg_sleep(20), 'a'");
     // B queues behind A for the one backend.
     b.send(&ext::query("SELECT 'b', pg_sleep(0.5)")).unwrap();
+    wait_clients_waiting(&p, 1);
     let started = Instant::now();
     send_cancel(&ep, key_a.0, key_a.1);
     let ra = a.read_query_result(WAIT * 2);
@@ -455,7 +455,7 @@ fn cancel_reaches_only_the_query_of_the_client_that_asked() {
 #[test]
 fn a_cancel_from_a_client_with_no_query_running_is_not_forwarded() {
     let pg = PgCluster::shared();
-    let p = Pooler::start(pg, PoolerOpts::transaction(1));
+    let p = Pooler::start(pg, PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]));
     let ep = p.endpoint(Transport::Unix);
     let (mut a, key_a) = login(&p);
     let (mut b, key_b) = login(&p);
@@ -469,7 +469,7 @@ fn a_cancel_from_a_client_with_no_query_running_is_not_forwarded() {
     send_cancel(&ep, key_a.0, key_a.1);
     // C waits for the backend too: its cancel must not reach B's query either.
     c.send(&ext::query("SELECT 'c done'")).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    wait_clients_waiting(&p, 1);
     send_cancel(&ep, key_c.0, key_c.1);
     let rb = b.read_query_result(WAIT);
     assert!(
@@ -542,6 +542,7 @@ fn idle_transaction_timeout_ends_the_client_and_frees_its_backend() {
     let r = c.query("BEGIN; INSERT INTO fault_idle VALUES ('c'); SELECT pg_sleep(1.5)");
     assert_eq!((r.error.as_ref(), r.status), (None, b'T'));
     ended(&mut c, "idle after a long statement in a transaction");
+    // B idles past the limit once more, outside a transaction: not ended.
     std::thread::sleep(Duration::from_millis(1500));
     let r = b.query("SELECT count(*) FROM fault_idle");
     assert_eq!((r.scalar().as_deref(), r.status), (Some("0"), b'I'));

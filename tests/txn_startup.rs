@@ -5,7 +5,8 @@
 
 mod common;
 
-use common::wire::QueryResult;
+use common::q_ok;
+
 use common::{Endpoint, PgCluster, Pooler, PoolerOpts, RawConn, Transport, SCRAM_USER, TEST_DB};
 
 const OPTIONS: &str = "-c search_path=acc_sp,public -c statement_timeout=5s";
@@ -19,12 +20,6 @@ fn login(ep: &Endpoint, options: Option<&str>) -> RawConn {
     c.login(&params, Some(SCRAM_USER.1))
         .unwrap_or_else(|e| panic!("login with {options:?}: {e:?}"));
     c
-}
-
-fn q_ok(c: &mut RawConn, sql: &str) -> QueryResult {
-    let r = c.query(sql);
-    assert!(r.error.is_none(), "{sql}: {:?}", r.error);
-    r
 }
 
 fn show(c: &mut RawConn, name: &str) -> String {

@@ -7,10 +7,15 @@
 
 mod common;
 
+use common::scram_unix_conninfo;
+
+use common::q_ok;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::ext::{self, read_batch, read_messages, Batch};
+use common::wait::{wait_active, wait_clients_waiting};
 use common::wire::{QueryResult, Session};
 use common::{
     connect_ok, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER,
@@ -48,13 +53,6 @@ fn admin(pg: &PgCluster) -> RawConn {
     c.login(&[("user", "postgres"), ("database", TEST_DB)], None)
         .unwrap_or_else(|e| panic!("admin login: {e:?}"));
     c
-}
-
-/// Runs a simple query that must succeed.
-fn q_ok(c: &mut RawConn, sql: &str) -> QueryResult {
-    let r = c.query(sql);
-    assert!(r.error.is_none(), "{sql}: {:?}", r.error);
-    r
 }
 
 /// Sends an extended-protocol batch and reads its replies.
@@ -126,10 +124,6 @@ async fn no_backend_keeps(ci: &str, count_expr: &str, what: &str) {
             "backend {bp} keeps {what} after A left"
         );
     }
-}
-
-fn unix_ci(p: &Pooler) -> String {
-    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
 }
 
 // ---------------------------------------------------------------------------
@@ -521,8 +515,11 @@ async fn session_sets_pin_or_follow_and_never_leak() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
-    let p = txn_pooler(1);
-    let ci = unix_ci(&p);
+    let p = Pooler::start(
+        PgCluster::shared(),
+        PoolerOpts::transaction(1).admin_users(&[SCRAM_USER.0]),
+    );
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     let before = pid(&b).await;
@@ -541,12 +538,12 @@ async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
         (b, v)
     });
     // B waits for the pinned backend; A keeps using it meanwhile.
+    tokio::task::block_in_place(|| wait_clients_waiting(&p, 1));
     for _ in 0..3 {
         assert_eq!(
             pid_and(&a, "current_setting('work_mem')").await,
             (pa, Some("12MB".into()))
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
         !waiting.is_finished(),
@@ -564,7 +561,7 @@ async fn a_pinned_client_keeps_the_only_backend_until_it_leaves() {
 #[tokio::test(flavor = "multi_thread")]
 async fn set_local_is_transaction_scoped_and_does_not_pin() {
     let p = txn_pooler(1);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     let probe = "current_setting('work_mem') || '|' || current_setting('search_path')";
@@ -607,7 +604,7 @@ async fn set_local_is_transaction_scoped_and_does_not_pin() {
 #[tokio::test(flavor = "multi_thread")]
 async fn temp_tables_pin_and_are_dropped_by_the_reset() {
     let p = txn_pooler(2);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     a.batch_execute("CREATE TEMP TABLE state_tmp(x int); INSERT INTO state_tmp VALUES (1), (2)")
@@ -633,7 +630,7 @@ async fn temp_tables_pin_and_are_dropped_by_the_reset() {
     }
     drop(a);
     let pg = PgCluster::shared();
-    let gone = common::util::wait_until(WAIT, || {
+    let gone = common::wait::wait_until(WAIT, || {
         pg.psql_ok(
             TEST_DB,
             "SELECT count(*) FROM pg_class WHERE relname = 'state_tmp'",
@@ -659,7 +656,7 @@ fn advisory_held(pg: &PgCluster, key: i64) -> String {
 async fn session_advisory_locks_pin_and_are_released_when_the_client_leaves() {
     let pg = PgCluster::shared();
     let p = txn_pooler(2);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let b = connect_ok(&ci).await;
     for (how, key) in [("Terminate", 91_001i64), ("killed", 91_002)] {
         let a = connect_ok(&ci).await;
@@ -712,13 +709,13 @@ async fn session_advisory_locks_pin_and_are_released_when_the_client_leaves() {
             assert_eq!(advisory_held(pg, key + 100), "1");
             drop(raw);
             assert!(
-                common::util::wait_until(WAIT, || advisory_held(pg, key + 100) == "0"),
+                common::wait::wait_until(WAIT, || advisory_held(pg, key + 100) == "0"),
                 "the lock of a client whose connection dropped is released"
             );
         }
         drop(a);
         assert!(
-            common::util::wait_until(WAIT, || advisory_held(pg, key) == "0"),
+            common::wait::wait_until(WAIT, || advisory_held(pg, key) == "0"),
             "{how}: A's advisory lock is released when A leaves"
         );
         let got: bool = b
@@ -733,7 +730,7 @@ async fn session_advisory_locks_pin_and_are_released_when_the_client_leaves() {
 #[tokio::test(flavor = "multi_thread")]
 async fn transaction_advisory_locks_do_not_pin() {
     let p = txn_pooler(1);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let mut a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     let pb = pid(&b).await;
@@ -756,7 +753,7 @@ async fn transaction_advisory_locks_do_not_pin() {
 async fn listen_pins_and_notifications_reach_the_listener() {
     use tokio_postgres::AsyncMessage;
     let p = txn_pooler(2);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let (a, mut rx) = common::connect_with_messages(&ci).await.unwrap();
     let b = connect_ok(&ci).await;
     a.batch_execute("LISTEN harbor_chan").await.unwrap();
@@ -800,7 +797,7 @@ async fn listen_pins_and_notifications_reach_the_listener() {
 #[tokio::test(flavor = "multi_thread")]
 async fn cursors_with_hold_pin_and_are_closed_by_the_reset() {
     let p = txn_pooler(2);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     a.batch_execute("DECLARE held CURSOR WITH HOLD FOR SELECT g FROM generate_series(1, 9) g")
@@ -841,7 +838,7 @@ async fn cursors_with_hold_pin_and_are_closed_by_the_reset() {
 #[tokio::test(flavor = "multi_thread")]
 async fn sql_prepare_pins_and_is_deallocated_by_the_reset() {
     let p = txn_pooler(2);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     a.batch_execute("PREPARE doubled(int) AS SELECT $1 * 2")
@@ -1281,7 +1278,7 @@ async fn statements_survive_eviction_from_a_small_per_backend_cache() {
         PgCluster::shared(),
         PoolerOpts::transaction(1).pool_toml("max_prepared_statements = 2"),
     );
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let a = connect_ok(&ci).await;
     let b = connect_ok(&ci).await;
     let mut sa = Vec::new();
@@ -1337,7 +1334,7 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
          GRANT ALL ON state_left TO scram_user",
     );
     let p = txn_pooler(1);
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let ep = p.endpoint(Transport::Unix);
     let b = connect_ok(&ci).await;
     let check_b = |what: &'static str| {
@@ -1414,8 +1411,8 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
              LOCK TABLE state_left IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(2)",
         ))
         .unwrap();
-        // Let the query start, then vanish.
-        std::thread::sleep(Duration::from_millis(300));
+        // Vanish once the query runs.
+        wait_active(PgCluster::shared(), "INSERT INTO state_left VALUES (3)");
         drop(c);
     })
     .await
@@ -1438,7 +1435,7 @@ async fn a_client_leaving_inside_a_transaction_leaves_nothing_behind() {
     .unwrap();
     check_b("after A's connection dropped holding an advisory lock").await;
     assert!(
-        common::util::wait_until(WAIT, || advisory_held(pg, 91077) == "0"),
+        common::wait::wait_until(WAIT, || advisory_held(pg, 91077) == "0"),
         "the advisory lock of the killed client is released"
     );
     assert_eq!(pg.psql_ok(TEST_DB, "SELECT count(*) FROM state_left"), "0");
@@ -1525,7 +1522,7 @@ async fn statement_mode_refuses_a_tokio_postgres_transaction() {
         PgCluster::shared(),
         PoolerOpts::transaction(1).mode("statement"),
     );
-    let ci = unix_ci(&p);
+    let ci = scram_unix_conninfo(&p);
     let mut a = connect_ok(&ci).await;
     let v: i32 = a.query_one("SELECT 5", &[]).await.unwrap().get(0);
     assert_eq!(v, 5);

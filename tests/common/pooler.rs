@@ -9,7 +9,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::pg::{PgCluster, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
-use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir, wait_child};
+use super::util::{free_port, kill, spawn_watchdog, tail_file, unique_temp_dir};
+use super::wait::wait_child;
 use super::wire::{cancel_packet, Endpoint, RawConn};
 use super::Transport;
 
@@ -121,6 +122,8 @@ pub struct PoolerOpts {
     pub metrics_listen: Option<String>,
     /// `admin.users`: who may use the `pgharbor` admin console.
     pub admin_users: Vec<String>,
+    /// Command-line arguments after `--config PATH` (e.g. `--log-format json`).
+    pub args: Vec<String>,
 }
 
 impl Default for PoolerOpts {
@@ -152,6 +155,7 @@ impl Default for PoolerOpts {
             socket_dir: None,
             metrics_listen: None,
             admin_users: Vec::new(),
+            args: Vec::new(),
         }
     }
 }
@@ -233,6 +237,11 @@ impl PoolerOpts {
         self
     }
     /// The body of the `[tls]` table (e.g. from `common::tls::tls_toml`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args = args.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
     pub fn tls(mut self, toml: &str) -> Self {
         self.tls_toml = toml.into();
         self
@@ -314,12 +323,14 @@ impl Pooler {
         let mut cmd = Command::new(Pooler::binary());
         cmd.arg("--config")
             .arg(&config_path)
+            .args(&opts.args)
             .current_dir(&dir)
             .env(
                 "RUST_LOG",
                 std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
             )
-            .env("NO_COLOR", "1")
+            // The pooler itself must leave colour out of a log file.
+            .env_remove("NO_COLOR")
             .stdin(Stdio::null())
             .stdout(log_file.try_clone().expect("dup log"))
             .stderr(log_file)
@@ -493,7 +504,7 @@ impl Pooler {
 
     /// Waits until the log has `needle` at least `count` times.
     pub fn wait_for_log(&self, needle: &str, count: usize, timeout: Duration) -> bool {
-        super::util::wait_until(timeout, || {
+        super::wait::wait_until(timeout, || {
             std::fs::read_to_string(&self.log)
                 .map(|l| l.matches(needle).count() >= count)
                 .unwrap_or(false)

@@ -12,22 +12,32 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Where [`free_port`] looks: below the kernel's ephemeral range (32768 and
+/// up), which outgoing connections draw from, and above the fixed ports a
+/// few tests name (all below 25000).
+const FREE_PORTS: std::ops::Range<u32> = 25000..32768;
 
 /// A TCP port on 127.0.0.1 that nobody listened on a moment ago, never the
-/// same one twice in this process. Another process may still take it before
-/// we use it; that race is rare enough for tests.
+/// same one twice in this process, always in [`FREE_PORTS`]. The search
+/// starts at a point derived from our pid, so two test processes rarely try
+/// the same ports; another process may still take it before we use it,
+/// a race rare enough for tests.
 pub fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
     let mut handed = HANDED_OUT.lock().unwrap_or_else(|e| e.into_inner());
     let handed = handed.get_or_insert_with(HashSet::new);
-    loop {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let port = listener.local_addr().expect("local_addr").port();
-        if handed.insert(port) {
+    let span = FREE_PORTS.end - FREE_PORTS.start;
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for i in 0..span {
+        let port = (FREE_PORTS.start + (start + i) % span) as u16;
+        if !handed.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed.insert(port);
             return port;
         }
     }
+    panic!("no free TCP port in {FREE_PORTS:?} on 127.0.0.1");
 }
 
 /// Creates a fresh directory under the system temp dir, mode 0755 so the
@@ -179,33 +189,6 @@ pub fn kill(pid: u32, sig: i32) {
     // SAFETY: plain syscall.
     unsafe {
         libc::kill(pid as libc::pid_t, sig);
-    }
-}
-
-/// Polls `f` every 20 ms until it returns true or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits for a child with a timeout; `None` if it is still running.
-pub fn wait_child(child: &mut Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return Some(status),
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) => return None,
-            Err(_) => return None,
-        }
     }
 }
 

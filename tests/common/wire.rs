@@ -217,6 +217,8 @@ pub struct Session {
 /// The result of one simple query.
 #[derive(Debug, Clone, Default)]
 pub struct QueryResult {
+    /// Column names of the last RowDescription.
+    pub columns: Vec<String>,
     pub rows: Vec<Vec<Option<String>>>,
     pub tags: Vec<String>,
     pub error: Option<ErrorFields>,
@@ -230,6 +232,14 @@ impl QueryResult {
     /// First column of the first row.
     pub fn scalar(&self) -> Option<String> {
         self.rows.first().and_then(|r| r.first().cloned().flatten())
+    }
+
+    /// The values of the column named `name`, one per row; panics when there
+    /// is no such column.
+    pub fn column(&self, name: &str) -> Vec<Option<String>> {
+        let i = self.columns.iter().position(|c| c == name);
+        let i = i.unwrap_or_else(|| panic!("no column {name} in {:?}", self.columns));
+        self.rows.iter().map(|r| r[i].clone()).collect()
     }
 }
 
@@ -585,6 +595,7 @@ impl RawConn {
         let mut res = QueryResult::default();
         loop {
             match self.read_msg(timeout) {
+                Reply::Msg(b'T', body) => res.columns = column_names(&body),
                 Reply::Msg(b'D', body) => res.rows.push(data_row(&body)),
                 Reply::Msg(b'C', body) => res.tags.extend(cstrings(&body)),
                 Reply::Msg(b'E', body) => res.error = Some(ErrorFields::parse(&body)),
@@ -674,6 +685,20 @@ pub fn cstrings(bytes: &[u8]) -> Vec<String> {
 }
 
 /// The values of a DataRow body (NULL as None).
+/// The column names of a RowDescription body.
+pub fn column_names(body: &[u8]) -> Vec<String> {
+    let n = i16::from_be_bytes([body[0], body[1]]);
+    let mut rest = &body[2..];
+    let mut names = Vec::new();
+    for _ in 0..n {
+        let end = rest.iter().position(|&b| b == 0).expect("column name NUL");
+        names.push(String::from_utf8_lossy(&rest[..end]).into_owned());
+        // Table OID, attribute number, type OID, size, modifier, format.
+        rest = &rest[end + 1 + 18..];
+    }
+    names
+}
+
 pub fn data_row(body: &[u8]) -> Vec<Option<String>> {
     let n = u16::from_be_bytes([body[0], body[1]]) as usize;
     let mut pos = 2;

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::common::util::{kill, spawn_watchdog, unique_temp_dir, wait_child, wait_until};
+use crate::common::util::{kill, spawn_watchdog, unique_temp_dir};
+use crate::common::wait::{wait_child, wait_until};
 use crate::common::{Backend, DbEntry, Endpoint, PgCluster, Pooler, RawConn, TEST_DB, TRUST_USER};
 
 /// A config, userlist and socket directory in a temp dir, for a pgharbor

@@ -60,7 +60,7 @@ impl PgCluster {
             "pg_basebackup failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = free_port_below_32768();
+        let port = free_port();
         let mut conf = OpenOptions::new()
             .append(true)
             .open(data.join("postgresql.conf"))
