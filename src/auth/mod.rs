@@ -40,6 +40,7 @@
 mod auth_file;
 pub mod channel_binding;
 mod crypto;
+pub mod hba;
 mod scram;
 mod scram_client;
 mod secret;
