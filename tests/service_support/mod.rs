@@ -1,6 +1,8 @@
 //! A pgharbor that tests/service.rs starts itself, with its own flags,
 //! environment or wrapper (the shared harness's `Pooler` fixes those).
 
+#![allow(dead_code)] // each test binary uses a different part
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
