@@ -184,7 +184,7 @@ async fn serve(config: Config) -> Result<(), String> {
     let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
     let mut sighup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let accept = tokio::spawn(listeners.serve(pooler.clone()));
+    let accept = tokio::spawn(pgharbor::client::accept(listeners, pooler.clone()));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
     let graceful = loop {
         tokio::select! {

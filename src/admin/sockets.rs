@@ -14,8 +14,8 @@ use super::console::Authorized;
 use super::rows::{ResultSet, Type, Value};
 use crate::client::ClientState;
 use crate::config::{BackendHost, Config};
+use crate::listener::Transport;
 use crate::pooler::Pooler;
-use crate::tls::Transport;
 
 const COLUMNS: [(&str, Type); 21] = [
     ("type", Type::Text),

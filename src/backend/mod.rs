@@ -26,11 +26,11 @@ use crate::auth::ScramCredential;
 use crate::config::{BackendHost, TcpOptions};
 use bytes::BytesMut;
 
+use crate::listener::Transport;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
 use crate::stream::Stream;
-use crate::tls::Transport;
 
 pub use cancel::{send_cancel, CANCEL_CONFIRM_LIMIT};
 pub use error::{BackendError, PoolerStatement, ServerError};

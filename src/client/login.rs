@@ -38,7 +38,7 @@ pub(super) async fn handshake(
     pooler: &Arc<Pooler>,
     timings: &mut LoginTimings,
 ) -> Result<Option<Login>, ClientError> {
-    let policy = pooler.config().tls.mode_for(ctx.transport);
+    let policy = crate::tls::policy::mode_for(&pooler.config().tls, ctx.transport);
     let acceptor = pooler.tls_acceptor();
     let opening = negotiate::negotiate(
         stream,

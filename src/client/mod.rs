@@ -13,7 +13,7 @@ mod session;
 pub(crate) mod txn;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
@@ -23,12 +23,12 @@ pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 pub use txn::statements::StatementRegistry;
 
-use crate::config::ADMIN_DATABASE;
+use crate::config::{TcpOptions, ADMIN_DATABASE};
+use crate::listener::{ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
 use crate::stream::Stream;
-use crate::tls::Transport;
 use authenticate::Proof;
 use login::{attach, handshake};
 
@@ -107,17 +107,23 @@ impl LoginTimings {
     }
 }
 
-/// Facts about one accepted connection, known before any byte is read.
-#[derive(Debug, Clone)]
-pub struct ConnContext {
-    /// Pooler-wide connection id.
-    pub id: u64,
-    /// How the client reached us.
-    pub transport: Transport,
-    /// Peer address (or the socket path).
-    pub peer: String,
-    /// When the socket was accepted.
-    pub accepted_at: Instant,
+/// The client sessions of one pooler, as the listener's [`Serve`]r.
+struct Sessions(Arc<Pooler>);
+
+impl Serve for Sessions {
+    fn tcp_options(&self) -> TcpOptions {
+        self.0.config().listen.tcp
+    }
+
+    fn serve(&self, stream: Stream, ctx: ConnContext) {
+        self.0.tasks.spawn(serve(stream, ctx, self.0.clone()));
+    }
+}
+
+/// Accepts clients on `listeners` for `pooler` until it stops accepting.
+pub async fn accept(listeners: Listeners, pooler: Arc<Pooler>) {
+    let stop = pooler.stop_accepting.clone();
+    listeners.serve(stop, Arc::new(Sessions(pooler))).await
 }
 
 /// Serves one client connection to the end.

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use super::ClientState;
-use crate::tls::Transport;
+use crate::listener::Transport;
 
 /// One logged-in client.
 #[derive(Debug, Clone)]

@@ -9,13 +9,13 @@ use super::relay::{self, Mode, TxnEnd};
 use super::txn::statements::ClientStatements;
 use super::{cancel, registry, ClientError, ClientState, Meter, RelayEnd};
 use crate::backend::Departure;
+use crate::listener::Transport;
 use crate::pool::Lease;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
 use crate::protocol::{FrameBuf, PgError};
 use crate::stats::Class;
 use crate::stream::Stream;
-use crate::tls::Transport;
 
 /// A logged-in client holding its backend (session pooling).
 pub(super) struct Session {

@@ -430,8 +430,8 @@ fn buckets(h: &Histogram<u64>, bounds: &[u64], per_unit: f64) -> (Vec<(f64, u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listener::Transport;
     use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
-    use crate::tls::Transport;
     use prometheus_parse::{Sample, Scrape, Value};
     use std::time::Duration;
 
