@@ -8,6 +8,7 @@
 //! [`tls`] the per-transport TLS policy, [`config`] the TOML file,
 //! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
 //! user timeout, [`pooler`] the shared state of one running pooler,
+//! [`registry`] the cancel keys, clients and statements sessions share,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
 //! metrics endpoint, [`report`] `pgharbor report`.
 
@@ -21,6 +22,7 @@ pub mod listener;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;
+pub mod registry;
 pub mod report;
 pub mod sockopt;
 pub mod stats;

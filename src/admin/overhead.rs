@@ -29,8 +29,8 @@ use std::sync::atomic::Ordering;
 
 use hdrhistogram::Histogram;
 
-use super::console::Authorized;
 use super::rows::{ResultSet, Type, Value};
+use super::Authorized;
 use crate::pooler::Pooler;
 use crate::stats::{Class, ClassStats, Side, BACKEND_PHASES, CLIENT_PHASES};
 

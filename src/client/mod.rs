@@ -2,12 +2,10 @@
 //! give the backend back clean.
 
 mod authenticate;
-pub mod cancel;
 mod error;
 mod login;
 mod negotiate;
 mod params;
-pub mod registry;
 pub(crate) mod relay;
 mod session;
 pub(crate) mod txn;
@@ -21,7 +19,6 @@ use tracing::Instrument;
 
 pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
-pub use txn::statements::StatementRegistry;
 
 use crate::config::{TcpOptions, ADMIN_DATABASE};
 use crate::listener::{ConnContext, Listeners, Serve};
@@ -37,41 +34,6 @@ use login::{attach, handshake};
 const CLIENT_BUF: usize = 2 * 1024;
 /// Client read buffer once relaying: big enough that COPY FROM is not capped.
 const CLIENT_RELAY_CAP: usize = 64 * 1024;
-
-/// Where a client is in its life; reported by the admin console.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ClientState {
-    /// Reading startup packets (SSL/GSS requests, StartupMessage).
-    Negotiating,
-    /// Proving who it is.
-    Authenticating,
-    /// Logged in, waiting for a backend.
-    WaitingForBackend,
-    /// Holding a backend and relaying.
-    Active,
-    /// Logged in, holding no backend between transactions (transaction pooling).
-    Idle,
-    /// Ending.
-    Closing,
-}
-
-impl ClientState {
-    /// The state stored as `state as u8` (unknown values read as Closing).
-    pub fn from_u8(v: u8) -> ClientState {
-        [
-            ClientState::Negotiating,
-            ClientState::Authenticating,
-            ClientState::WaitingForBackend,
-            ClientState::Active,
-            ClientState::Idle,
-            ClientState::Closing,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == v)
-        .unwrap_or(ClientState::Closing)
-    }
-}
 
 /// Establishment timings of one client connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -172,14 +134,15 @@ async fn run(
 ) -> Result<(), ClientError> {
     // The login timeout covers what the client controls (negotiation and
     // authentication); waiting for a backend is bounded by query_wait_timeout.
-    let login_timeout = pooler.config().listen.client_login_timeout;
+    let snapshot = pooler.snapshot();
+    let login_timeout = snapshot.config.listen.client_login_timeout;
     let mut timings = LoginTimings::default();
     // Each phase's future is boxed: a task is as big as its largest state,
     // and an idle client (tens of thousands of them) should not carry the
     // login's or the relay's state while it waits.
     let handshake = tokio::time::timeout(
         login_timeout,
-        Box::pin(handshake(stream, buf, ctx, pooler, &mut timings)),
+        Box::pin(handshake(stream, buf, ctx, pooler, snapshot, &mut timings)),
     );
     let login = match handshake.await {
         Err(_) => Err(ClientError::LoginTimeout),
@@ -194,7 +157,15 @@ async fn run(
             if let Proof::Scram(success) = &login.proof {
                 server::auth_sasl_final(&mut out, &success.server_final);
             }
-            return Box::pin(crate::admin::serve(stream, buf, pooler, &login.user, out)).await;
+            let console = crate::admin::serve(
+                stream,
+                buf,
+                pooler,
+                &login.snapshot.config,
+                &login.user,
+                out,
+            );
+            return Ok(Box::pin(console).await?);
         }
         Ok(login) => Box::pin(attach(stream, ctx, pooler, login, &mut timings)).await,
         Err(e) => Err(e),

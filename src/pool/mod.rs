@@ -21,6 +21,7 @@
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
 
+mod from_config;
 mod janitor;
 mod lease;
 mod limits;
@@ -38,6 +39,7 @@ use deadpool::Runtime;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use from_config::NoPool;
 pub use lease::Lease;
 pub use limits::LimitGroup;
 pub use manager::{BackendManager, OpenError, Pooled};

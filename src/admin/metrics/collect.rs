@@ -19,9 +19,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::client::ClientState;
 use crate::pool::ServerState;
 use crate::pooler::Pooler;
+use crate::registry::ClientState;
 use crate::stats::{Class, ClassStats, Side, BACKEND_PHASES, CLIENT_PHASES};
 
 /// Bucket bounds of the phase histograms, µs: 10 µs .. 10 s.

@@ -3,8 +3,8 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::super::console::Authorized;
 use super::super::rows::{ResultSet, Type};
+use crate::admin::Authorized;
 use crate::pooler::Pooler;
 
 /// `SHOW CONFIG`: key, value, default, changeable (as PgBouncer). Keys are
