@@ -15,6 +15,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::{new_mock_seed, AuthFile};
 use crate::config::Config;
 use crate::pool::{NoPool, Pool, PoolRegistry};
+use crate::protocol::BufStash;
 use crate::registry::{CancelRegistry, ClientRegistry, StatementRegistry};
 use crate::stats::Stats;
 use crate::tls::{build_acceptor, Acceptor, TlsError};
@@ -87,6 +88,8 @@ pub struct Pooler {
     pub tasks: TaskTracker,
     /// Prepared statement ids shared by all clients (transaction pooling).
     pub statements: StatementRegistry,
+    /// Read buffers shed by idle clients, for the next read of any client.
+    pub buffers: Arc<BufStash>,
 }
 
 /// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
@@ -120,6 +123,7 @@ impl Pooler {
             terminate: CancellationToken::new(),
             tasks: TaskTracker::new(),
             statements: Default::default(),
+            buffers: Arc::default(),
         });
         let snap = pooler.snapshot();
         pooler

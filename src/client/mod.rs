@@ -99,7 +99,8 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         user = tracing::field::Empty,
     );
     async move {
-        let mut buf = FrameBuf::new(CLIENT_BUF, CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET));
+        let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
+        let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
         let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
         if let Err(e) = result {
             match e.to_pg_error() {

@@ -64,6 +64,7 @@ impl PoolRegistry {
                 check_query: p.server_check_query.clone(),
                 limits,
                 stats: self.stats.clone(),
+                backend_ids: self.backend_ids.clone(),
                 startup_params: db.conninfo.startup_params(),
             };
             Pool::new(

@@ -15,7 +15,9 @@ use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{still_fits, BackendError, Credentials, HostRoute, Link, PoolerStatement};
+use crate::backend::{
+    still_fits, BackendError, BackendIds, Credentials, HostRoute, Link, PoolerStatement,
+};
 use crate::config::TargetSessionAttrs;
 use crate::stats::{Class, Stats};
 use crate::stream::Stream;
@@ -24,12 +26,6 @@ use crate::tls::connector::Opening;
 /// How often a client blocked by a shared limit looks again for an idle
 /// backend to evict (or one of its own pool to take instead).
 const LIMIT_RECHECK: Duration = Duration::from_millis(100);
-
-tokio::task_local! {
-    /// Set while the pool's maintenance task opens backends for
-    /// `min_pool_size`: it never waits for a shared limit or evicts for one.
-    pub(super) static FILLING: bool;
-}
 
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
@@ -51,14 +47,11 @@ pub enum OpenError {
     /// Opening or logging in failed.
     #[error("{0}")]
     Backend(#[from] BackendError),
-    /// A shared limit is reached (only when filling `min_pool_size`, which
-    /// does not wait).
+    /// A shared limit is reached. Opening never waits for one: a client
+    /// waits in its checkout ([`BackendManager::wait_for_limits`]), the
+    /// maintenance task filling `min_pool_size` stops.
     #[error("connection limit reached")]
     Limit,
-    /// While this client waited for a shared limit, a backend of its own
-    /// pool went idle: take that one instead of opening another.
-    #[error("an idle backend became available")]
-    Retry,
 }
 
 /// Creates backends for one pool and vets them on checkout.
@@ -95,6 +88,13 @@ pub struct BackendManager {
     pub(super) params: Arc<ParamCache>,
     /// Paces connect attempts while the server fails.
     pub(super) pacer: ConnectPacer,
+    /// Limit permits that waiting clients took for the backend they are
+    /// about to open. deadpool's `create` takes no argument, so they are
+    /// handed over here; any create may use any set (they are alike), and a
+    /// set its client did not need goes back ([`BackendManager::refund`]).
+    pub(super) prepaid: Mutex<Vec<Vec<OwnedSemaphorePermit>>>,
+    /// Ids for the backends it opens, shared by every pool of the pooler.
+    pub(super) ids: Arc<BackendIds>,
 }
 
 /// Least time between two connect attempts while the server is failing.
@@ -141,7 +141,7 @@ impl managed::Manager for BackendManager {
     type Error = OpenError;
 
     async fn create(&self) -> Result<Pooled, OpenError> {
-        let limits = self.take_limits().await?;
+        let limits = self.limits_now()?;
         // While the server is failing (down, restarting), attempts go one
         // at a time and at least CONNECT_RETRY apart instead of a stampede
         // of every waiting client.
@@ -162,7 +162,8 @@ impl managed::Manager for BackendManager {
         // Each host's attempt is bounded inside the route (libpq's
         // connect_timeout is per host).
         self.opening.fetch_add(1, Ordering::Relaxed);
-        let result = self.route.connect(&creds, &params, &self.cache).await;
+        let id = self.ids.next();
+        let result = self.route.connect(&creds, &params, &self.cache, id).await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(mut backend) => {
@@ -247,27 +248,49 @@ impl managed::Manager for BackendManager {
 }
 
 impl BackendManager {
-    /// One permit of every shared limit, in a fixed order (database, then
-    /// user) so two pools never wait on each other. While a limit is
-    /// reached, the longest-idle backend of another pool of the group is
-    /// closed to make room; if this pool itself has an idle backend, the
-    /// caller takes that one instead ([`OpenError::Retry`]).
-    async fn take_limits(&self) -> Result<Vec<OwnedSemaphorePermit>, OpenError> {
-        let filling = FILLING.try_with(|f| *f).unwrap_or(false);
+    /// The permits for a backend about to open, without waiting: a set a
+    /// waiting client took, else one of every shared limit if all are free.
+    fn limits_now(&self) -> Result<Vec<OwnedSemaphorePermit>, OpenError> {
+        if let Some(set) = self.prepaid.lock().ok().and_then(|mut p| p.pop()) {
+            return Ok(set);
+        }
+        self.limits
+            .iter()
+            .map(|group| group.try_take().ok_or(OpenError::Limit))
+            .collect()
+    }
+
+    /// Hands a client's permits to the next backend this pool opens.
+    pub(super) fn prepay(&self, set: Vec<OwnedSemaphorePermit>) {
+        if let Ok(mut p) = self.prepaid.lock() {
+            p.push(set);
+        }
+    }
+
+    /// Gives back one prepaid set a client ended up not using.
+    pub(super) fn refund(&self) {
+        let set = self.prepaid.lock().ok().and_then(|mut p| p.pop());
+        drop(set);
+    }
+
+    /// Waits, as a client that must open a backend, for one permit of every
+    /// shared limit, in a fixed order (database, then user) so two pools
+    /// never wait on each other. While a limit is reached, the longest-idle
+    /// backend of another pool of the group is closed to make room; if this
+    /// pool itself has an idle backend, the caller takes that one instead
+    /// (`None`).
+    pub(super) async fn wait_for_limits(&self) -> Option<Vec<OwnedSemaphorePermit>> {
         let mut held = Vec::with_capacity(self.limits.len());
         for group in &self.limits {
             if let Some(p) = group.try_take() {
                 held.push(p);
                 continue;
             }
-            if filling {
-                return Err(OpenError::Limit);
-            }
             let take = group.take();
             tokio::pin!(take);
             let permit = loop {
                 if self.has_idle() {
-                    return Err(OpenError::Retry);
+                    return None;
                 }
                 if group.evict_idle(&self.key) {
                     tracing::debug!(limit = group.what(), "evicted an idle backend");
@@ -281,7 +304,7 @@ impl BackendManager {
             // None only if the semaphore was closed, which it never is.
             held.extend(permit);
         }
-        Ok(held)
+        Some(held)
     }
 
     /// Why `link`'s server no longer fits `target_session_attrs`, if it

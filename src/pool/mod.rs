@@ -49,7 +49,7 @@ pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
-use crate::backend::{BackendError, Credentials, HostRoute};
+use crate::backend::{BackendError, BackendIds, Credentials, HostRoute};
 use crate::stats::Stats;
 
 /// Identifies one pool.
@@ -143,6 +143,8 @@ pub struct PoolSettings {
     pub startup_params: Vec<(String, String)>,
     /// Where connects and closes are counted.
     pub stats: Arc<Stats>,
+    /// Where backend ids come from (one source per pooler).
+    pub backend_ids: Arc<BackendIds>,
 }
 
 impl Pool {
@@ -173,6 +175,8 @@ impl Pool {
             opening: AtomicUsize::new(0),
             params: Arc::new(ParamCache::default()),
             pacer: Default::default(),
+            prepaid: Mutex::default(),
+            ids: settings.backend_ids,
         };
         let reserve_size = if settings.reserve_timeout.is_zero() {
             0
@@ -323,10 +327,22 @@ impl Pool {
             create: None,
             recycle: None,
         };
+        let manager = self.inner.manager();
+        let mut paid = Prepaid(manager, false);
         loop {
-            let err = match self.inner.timeout_get(&timeouts).await {
+            let got = self.inner.timeout_get(&timeouts).await;
+            paid.settle(&got);
+            let err = match got {
                 Ok(obj) => return Ok((obj, permit)),
-                Err(PoolError::Backend(OpenError::Retry)) => continue,
+                // Opening waits for no shared limit; this client does, then
+                // hands what it took to the backend it opens next.
+                Err(PoolError::Backend(OpenError::Limit)) => {
+                    // None: a backend of this pool went idle meanwhile; take it.
+                    if let Some(set) = manager.wait_for_limits().await {
+                        paid.pay(set);
+                    }
+                    continue;
+                }
                 Err(PoolError::Backend(OpenError::Backend(e))) => AcquireError::Backend(e),
                 Err(PoolError::Closed) => AcquireError::Closed,
                 Err(e) => AcquireError::Backend(BackendError::Protocol(e.to_string())),
@@ -459,6 +475,44 @@ impl Pool {
         self.main.close();
         self.reserve.close();
         self.inner.close();
+    }
+}
+
+/// Limit permits one checkout prepaid for a backend (see
+/// `BackendManager::prepaid`), given back if no backend was opened with them.
+struct Prepaid<'a>(&'a BackendManager, bool);
+
+impl Prepaid<'_> {
+    fn pay(&mut self, set: Vec<OwnedSemaphorePermit>) {
+        self.0.prepay(set);
+        self.1 = true;
+    }
+
+    /// After a checkout attempt: whether it opened a backend (and so used a
+    /// prepaid set) is told by a fresh object's recycle count, or by an
+    /// open that failed. A full limit means the set was already taken by
+    /// another opening.
+    fn settle(&mut self, got: &Result<Object<BackendManager>, PoolError<OpenError>>) {
+        if !std::mem::take(&mut self.1) {
+            return;
+        }
+        let opened = match got {
+            Ok(obj) => Object::metrics(obj).recycle_count == 0,
+            Err(PoolError::Backend(_)) => true,
+            Err(_) => false,
+        };
+        if !opened {
+            self.0.refund();
+        }
+    }
+}
+
+impl Drop for Prepaid<'_> {
+    fn drop(&mut self) {
+        // A checkout given up (query_wait_timeout) while its set was staged.
+        if self.1 {
+            self.0.refund();
+        }
     }
 }
 

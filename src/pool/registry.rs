@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use super::{LimitGroup, Pool, PoolKey};
 use crate::auth::SaltedPasswordCache;
+use crate::backend::BackendIds;
 use crate::stats::Stats;
 
 /// Salted passwords kept across backend logins (PBKDF2 is the costly part).
@@ -16,6 +17,8 @@ pub struct PoolRegistry {
     pub(super) stats: Arc<Stats>,
     /// Salted passwords for SCRAM logins to PostgreSQL, shared by all pools.
     pub(super) scram_cache: Arc<SaltedPasswordCache>,
+    /// Backend ids, unique across the pools.
+    pub(super) backend_ids: Arc<BackendIds>,
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     /// `max_db_connections`, by database name.
     db_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
@@ -29,6 +32,7 @@ impl PoolRegistry {
         PoolRegistry {
             stats,
             scram_cache: Arc::new(SaltedPasswordCache::new(SCRAM_CACHE_ENTRIES)),
+            backend_ids: Arc::default(),
             pools: Mutex::default(),
             db_limits: Mutex::default(),
             user_limits: Mutex::default(),
