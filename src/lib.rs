@@ -11,6 +11,14 @@
 //! [`registry`] the cancel keys, clients and statements sessions share,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
 //! metrics endpoint, [`report`] `pgharbor report`.
+//!
+//! Dependencies point down and never round: `protocol` and `config` depend
+//! on nothing in the crate; `listener` (which owns the peer class,
+//! [`listener::Transport`]) sits below `tls`, `stats` and `backend`;
+//! `registry` and `pooler` sit below `client` and `admin`; `client` hands
+//! an admin login to `admin`, which never depends back on it. The listener
+//! reaches `client` only through the [`listener::Serve`] that
+//! [`client::accept`] gives it.
 
 pub mod admin;
 pub mod auth;

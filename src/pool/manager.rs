@@ -23,10 +23,6 @@ use crate::stats::{Class, Stats};
 use crate::stream::Stream;
 use crate::tls::connector::Opening;
 
-/// How often a client blocked by a shared limit looks again for an idle
-/// backend to evict (or one of its own pool to take instead).
-const LIMIT_RECHECK: Duration = Duration::from_millis(100);
-
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
     /// The connection, boxed: deadpool moves its objects several times per
@@ -248,65 +244,6 @@ impl managed::Manager for BackendManager {
 }
 
 impl BackendManager {
-    /// The permits for a backend about to open, without waiting: a set a
-    /// waiting client took, else one of every shared limit if all are free.
-    fn limits_now(&self) -> Result<Vec<OwnedSemaphorePermit>, OpenError> {
-        if let Some(set) = self.prepaid.lock().ok().and_then(|mut p| p.pop()) {
-            return Ok(set);
-        }
-        self.limits
-            .iter()
-            .map(|group| group.try_take().ok_or(OpenError::Limit))
-            .collect()
-    }
-
-    /// Hands a client's permits to the next backend this pool opens.
-    pub(super) fn prepay(&self, set: Vec<OwnedSemaphorePermit>) {
-        if let Ok(mut p) = self.prepaid.lock() {
-            p.push(set);
-        }
-    }
-
-    /// Gives back one prepaid set a client ended up not using.
-    pub(super) fn refund(&self) {
-        let set = self.prepaid.lock().ok().and_then(|mut p| p.pop());
-        drop(set);
-    }
-
-    /// Waits, as a client that must open a backend, for one permit of every
-    /// shared limit, in a fixed order (database, then user) so two pools
-    /// never wait on each other. While a limit is reached, the longest-idle
-    /// backend of another pool of the group is closed to make room; if this
-    /// pool itself has an idle backend, the caller takes that one instead
-    /// (`None`).
-    pub(super) async fn wait_for_limits(&self) -> Option<Vec<OwnedSemaphorePermit>> {
-        let mut held = Vec::with_capacity(self.limits.len());
-        for group in &self.limits {
-            if let Some(p) = group.try_take() {
-                held.push(p);
-                continue;
-            }
-            let take = group.take();
-            tokio::pin!(take);
-            let permit = loop {
-                if self.has_idle() {
-                    return None;
-                }
-                if group.evict_idle(&self.key) {
-                    tracing::debug!(limit = group.what(), "evicted an idle backend");
-                }
-                tokio::select! {
-                    biased;
-                    p = &mut take => break p,
-                    _ = tokio::time::sleep(LIMIT_RECHECK) => {}
-                }
-            };
-            // None only if the semaphore was closed, which it never is.
-            held.extend(permit);
-        }
-        Some(held)
-    }
-
     /// Why `link`'s server no longer fits `target_session_attrs`, if it
     /// does not (a standby promoted under `standby`, a primary made
     /// read-only under `read-write`): read from what the server last
@@ -320,7 +257,7 @@ impl BackendManager {
     }
 
     /// Whether this pool holds an idle backend right now.
-    fn has_idle(&self) -> bool {
+    pub(super) fn has_idle(&self) -> bool {
         self.this
             .get()
             .and_then(|w| w.upgrade())

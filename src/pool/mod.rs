@@ -42,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 pub use from_config::NoPool;
 pub use lease::Lease;
 pub use limits::LimitGroup;
+use limits::Prepaid;
 pub use manager::{BackendManager, OpenError, Pooled};
 pub use params::ParamCache;
 pub use registry::PoolRegistry;
@@ -328,7 +329,7 @@ impl Pool {
             recycle: None,
         };
         let manager = self.inner.manager();
-        let mut paid = Prepaid(manager, false);
+        let mut paid = Prepaid::new(manager);
         loop {
             let got = self.inner.timeout_get(&timeouts).await;
             paid.settle(&got);
@@ -475,44 +476,6 @@ impl Pool {
         self.main.close();
         self.reserve.close();
         self.inner.close();
-    }
-}
-
-/// Limit permits one checkout prepaid for a backend (see
-/// `BackendManager::prepaid`), given back if no backend was opened with them.
-struct Prepaid<'a>(&'a BackendManager, bool);
-
-impl Prepaid<'_> {
-    fn pay(&mut self, set: Vec<OwnedSemaphorePermit>) {
-        self.0.prepay(set);
-        self.1 = true;
-    }
-
-    /// After a checkout attempt: whether it opened a backend (and so used a
-    /// prepaid set) is told by a fresh object's recycle count, or by an
-    /// open that failed. A full limit means the set was already taken by
-    /// another opening.
-    fn settle(&mut self, got: &Result<Object<BackendManager>, PoolError<OpenError>>) {
-        if !std::mem::take(&mut self.1) {
-            return;
-        }
-        let opened = match got {
-            Ok(obj) => Object::metrics(obj).recycle_count == 0,
-            Err(PoolError::Backend(_)) => true,
-            Err(_) => false,
-        };
-        if !opened {
-            self.0.refund();
-        }
-    }
-}
-
-impl Drop for Prepaid<'_> {
-    fn drop(&mut self) {
-        // A checkout given up (query_wait_timeout) while its set was staged.
-        if self.1 {
-            self.0.refund();
-        }
     }
 }
 
