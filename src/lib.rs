@@ -8,10 +8,19 @@
 //! [`tls`] the per-transport TLS policy, [`config`] the TOML file,
 //! [`stream`] the sockets and framed reads, [`sockopt`] TCP keepalive and
 //! user timeout, [`pooler`] the shared state of one running pooler,
+//! [`registry`] the cancel keys, clients and statements sessions share,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
 //! metrics endpoint, [`report`] `pgharbor report`, [`logging`] the
 //! binary's log output (text or JSON), [`signals`] the operator signals,
 //! [`service`] what running as a system service needs.
+//!
+//! Dependencies point down and never round: `protocol` and `config` depend
+//! on nothing in the crate; `listener` (which owns the peer class,
+//! [`listener::Transport`]) sits below `tls`, `stats` and `backend`;
+//! `registry` and `pooler` sit below `client` and `admin`; `client` hands
+//! an admin login to `admin`, which never depends back on it. The listener
+//! reaches `client` only through the [`listener::Serve`] that
+//! [`client::accept`] gives it.
 
 pub mod admin;
 pub mod auth;
@@ -25,6 +34,7 @@ pub mod logging;
 pub mod pool;
 pub mod pooler;
 pub mod protocol;
+pub mod registry;
 pub mod report;
 pub mod service;
 pub mod signals;

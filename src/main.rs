@@ -284,7 +284,7 @@ async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
             metrics_stop.clone(),
         ))
     });
-    let accept = tokio::spawn(listeners.serve(pooler.clone()));
+    let accept = tokio::spawn(pgharbor::client::accept(listeners, pooler.clone()));
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
     notifier.ready("accepting connections");
     let mode = loop {

@@ -26,8 +26,8 @@ use std::sync::Arc;
 
 use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
 
-use crate::admin::console::Authorized;
 use crate::admin::control;
+use crate::admin::Authorized;
 use crate::pooler::Pooler;
 
 /// A signal pgharbor handles.

@@ -68,7 +68,9 @@ async fn the_harness_pgbouncer_config_imports_and_serves_the_same() {
         .iter()
         .any(|l| l.contains("pidfile") && l.contains("--pidfile")));
     assert!(not_imported.iter().any(|l| l.contains("log_connections")));
-    assert!(not_imported.iter().any(|l| l.contains("log_disconnections")));
+    assert!(not_imported
+        .iter()
+        .any(|l| l.contains("log_disconnections")));
 
     let check = Command::new(Pooler::binary())
         .args(["check", "--config"])

@@ -4,8 +4,9 @@
 //! Privileges are checked per command, at the time it runs, against the
 //! configuration in force then (CVE-2026-6667 was a command path that
 //! skipped the check): every command handler takes an [`Authorized`] proof,
-//! which only [`Console::authorize`] can make, so a handler that forgot the
-//! check would not compile.
+//! which only [`Authorized::check`] can make (called by
+//! `Console::authorize`), so a handler that forgot the check would not
+//! compile.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 use super::commands::{self, Command, USAGE};
 use super::rows::{command_complete, empty_query_response};
 use super::{control, overhead, show, sockets};
-use crate::client::ClientError;
+use super::{is_admin, AdminError, Authorized};
 use crate::config::Config;
 use crate::pooler::Pooler;
 use crate::protocol::messages::TxStatus;
@@ -26,24 +27,6 @@ use crate::stream::{read_tagged, ReadError, Stream};
 /// Longest message the console reads (the length word's value). A console
 /// query is short; the cap only has to stay within the client's read buffer.
 const MAX_CONSOLE_MESSAGE: usize = 64 * 1024 - 1;
-
-/// Proof that the session's user may run a command now; see the module doc.
-pub struct Authorized {
-    _private: (),
-}
-
-impl Authorized {
-    /// Proof for a command sent as a signal (SIGUSR1 = PAUSE, SIGUSR2 =
-    /// RESUME): the kernel lets only root or the process's own user send one.
-    pub(crate) fn by_signal() -> Authorized {
-        Authorized { _private: () }
-    }
-}
-
-/// True when `user` may use the admin console under `config`.
-pub fn is_admin(config: &Config, user: &str) -> bool {
-    config.admin.users.iter().any(|u| u == user)
-}
 
 /// What the session does after a command.
 enum After {
@@ -59,18 +42,21 @@ struct Console<'a> {
     user: &'a str,
 }
 
-/// Runs an admin console session for an authenticated `user`. `reply` holds
+/// Runs an admin console session for `user`, authenticated under
+/// `login_config` (the login's snapshot, also the one `admin.users` is
+/// checked against at entry). `reply` holds
 /// what must precede AuthenticationOk (a SCRAM server-final message). A user
 /// not in `admin.users` gets FATAL 28000, which the caller sends.
 pub async fn run(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     pooler: &Arc<Pooler>,
+    login_config: &Config,
     user: &str,
     reply: BytesMut,
-) -> Result<(), ClientError> {
-    if !is_admin(&pooler.config(), user) {
-        return Err(ClientError::Refused(
+) -> Result<(), AdminError> {
+    if !is_admin(login_config, user) {
+        return Err(AdminError::Refused(
             PgError::fatal("28000", "not allowed to connect to the admin console")
                 .with_hint(format!("Add \"{user}\" to admin.users to use the console.")),
         ));
@@ -101,7 +87,7 @@ pub async fn run(
 
 impl Console<'_> {
     /// Reads and answers messages until Terminate, EOF or shutdown.
-    async fn serve(&self, stream: &mut Stream, buf: &mut FrameBuf) -> Result<(), ClientError> {
+    async fn serve(&self, stream: &mut Stream, buf: &mut FrameBuf) -> Result<(), AdminError> {
         let terminate = self.pooler.terminate_token();
         // Set after an extended-protocol message was refused: everything up
         // to the next Sync is skipped, as PostgreSQL does after an error.
@@ -110,7 +96,7 @@ impl Console<'_> {
         loop {
             let read = tokio::select! {
                 r = read_tagged(stream, buf, MAX_CONSOLE_MESSAGE) => r,
-                _ = terminate.cancelled() => return Err(ClientError::Shutdown),
+                _ = terminate.cancelled() => return Err(AdminError::Shutdown),
             };
             let frame = match read {
                 Ok(f) => f,
@@ -133,7 +119,7 @@ impl Console<'_> {
                     // PAUSE may wait a long time; a shutdown must not.
                     let executed = tokio::select! {
                         r = self.execute(&sql, &mut out) => r,
-                        _ = terminate.cancelled() => return Err(ClientError::Shutdown),
+                        _ = terminate.cancelled() => return Err(AdminError::Shutdown),
                     };
                     let after = match executed {
                         Ok(after) => after,
@@ -146,7 +132,7 @@ impl Console<'_> {
                     server::ready_for_query(&mut out, TxStatus::Idle);
                     if let After::Shutdown = after {
                         let _ = stream.write_all(&out).await;
-                        return Err(ClientError::Shutdown);
+                        return Err(AdminError::Shutdown);
                     }
                 }
                 fe::PARSE | fe::BIND | fe::EXECUTE | fe::DESCRIBE | fe::CLOSE => {
@@ -160,7 +146,7 @@ impl Console<'_> {
                 // Flush, and COPY messages outside COPY, which PostgreSQL ignores too.
                 fe::FLUSH | fe::COPY_DATA | fe::COPY_DONE | fe::COPY_FAIL => continue,
                 other => {
-                    return Err(ClientError::Protocol(Violation::new(format!(
+                    return Err(AdminError::Protocol(Violation::new(format!(
                         "invalid frontend message type {other}"
                     ))))
                 }
@@ -172,8 +158,8 @@ impl Console<'_> {
     /// Checks that the user is still in `admin.users` of the configuration in
     /// force now, so a RELOAD that removes them takes effect on their next command.
     fn authorize(&self, cmd: &Command) -> Result<Authorized, PgError> {
-        if is_admin(&self.pooler.config(), self.user) {
-            return Ok(Authorized { _private: () });
+        if let Some(proof) = Authorized::check(&self.pooler.config(), self.user) {
+            return Ok(proof);
         }
         Err(PgError::error(
             "42501",

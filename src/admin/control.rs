@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::console::Authorized;
+use super::Authorized;
 use crate::config::ADMIN_DATABASE;
 use crate::pool::Pool;
 use crate::pooler::Pooler;

@@ -11,7 +11,8 @@
 //! `SHUTDOWN`. Every command checks the user's privilege itself, against the
 //! configuration in force when it runs.
 //!
-//! Layout: [`console`] runs the session and the privilege check,
+//! Layout: [`Authorized`] below is the privilege proof, [`console`] runs the
+//! session and asks for the proof per command,
 //! [`commands`] parses the command language, [`show`], [`sockets`],
 //! [`overhead`] and [`control`] carry out the commands, [`rows`] encodes
 //! result sets. [`metrics`] is the Prometheus endpoint.
@@ -25,5 +26,71 @@ pub mod rows;
 pub mod show;
 pub mod sockets;
 
+use crate::config::Config;
+use crate::protocol::{PgError, Violation};
+use crate::stream::ReadError;
+
 /// Runs an admin console session for an authenticated user (see [`console::run`]).
 pub use console::run as serve;
+pub use proof::Authorized;
+
+/// Why an admin console session ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The user may not use the console (28000); the caller sends it.
+    #[error("{0}")]
+    Refused(PgError),
+    /// The client went away (EOF or reset): nothing to send.
+    #[error("client disconnected")]
+    Gone,
+    /// Reading from or writing to the client failed.
+    #[error("client I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A protocol violation (08P01).
+    #[error("protocol violation: {0}")]
+    Protocol(#[from] Violation),
+    /// SHUTDOWN, or the pooler is shutting down (57P01).
+    #[error("shutting down")]
+    Shutdown,
+}
+
+impl From<ReadError> for AdminError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Eof => AdminError::Gone,
+            ReadError::Io(e) => AdminError::Io(e),
+            ReadError::Violation(v) => AdminError::Protocol(v),
+        }
+    }
+}
+
+/// True when `user` may use the admin console under `config`.
+pub fn is_admin(config: &Config, user: &str) -> bool {
+    config.admin.users.iter().any(|u| u == user)
+}
+
+/// The privilege proof, in a module of its own so that nothing in `admin`
+/// can build one except through [`Authorized::check`].
+mod proof {
+    use crate::config::Config;
+
+    /// Proof that the session's user may run a command now: every command
+    /// handler takes one, so a handler that skipped the check would not compile.
+    pub struct Authorized {
+        _private: (),
+    }
+
+    impl Authorized {
+        /// The proof, if `user` is in `admin.users` of `config` (the
+        /// configuration in force when the command runs).
+        pub(in crate::admin) fn check(config: &Config, user: &str) -> Option<Authorized> {
+            super::is_admin(config, user).then_some(Authorized { _private: () })
+        }
+
+        /// Proof for a command sent as a signal (SIGUSR1 = PAUSE, SIGUSR2 =
+        /// RESUME): the kernel lets only root or the process's own user send one.
+        pub(crate) fn by_signal() -> Authorized {
+            Authorized { _private: () }
+        }
+    }
+}

@@ -29,8 +29,8 @@ use std::sync::atomic::Ordering;
 
 use hdrhistogram::Histogram;
 
-use super::console::Authorized;
 use super::rows::{ResultSet, Type, Value};
+use super::Authorized;
 use crate::pooler::Pooler;
 use crate::stats::{Class, ClassStats, Side, BACKEND_PHASES, CLIENT_PHASES};
 
@@ -193,8 +193,8 @@ fn total_row(classes: &BTreeMap<Class, ClassStats>, logins: u64, reused: u64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listener::Transport;
     use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats};
-    use crate::tls::Transport;
     use std::time::Duration;
 
     #[test]

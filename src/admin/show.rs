@@ -6,8 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use super::console::Authorized;
 use super::rows::{ResultSet, Type, Value};
+use super::Authorized;
 use crate::config::BackendHost;
 use crate::pool::ServerState;
 use crate::pooler::Pooler;

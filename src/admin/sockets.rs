@@ -10,12 +10,12 @@
 
 use std::time::SystemTime;
 
-use super::console::Authorized;
 use super::rows::{ResultSet, Type, Value};
-use crate::client::ClientState;
+use super::Authorized;
 use crate::config::{BackendHost, Config};
+use crate::listener::Transport;
 use crate::pooler::Pooler;
-use crate::tls::Transport;
+use crate::registry::ClientState;
 
 const COLUMNS: [(&str, Type); 21] = [
     ("type", Type::Text),

@@ -27,13 +27,14 @@ use crate::tls::connector::Opening;
 use crate::tls::BackendTls;
 
 impl Link {
-    /// Opens and authenticates a backend; `extra_params` go into the startup packet.
+    /// Opens and authenticates backend `id`; `extra_params` go into the startup packet.
     pub async fn connect(
         target: Arc<BackendTarget>,
         tls: &BackendTls,
         creds: &Credentials,
         extra_params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
+        id: u64,
     ) -> Result<Link, BackendError> {
         let started = Instant::now();
         let stream = target
@@ -50,7 +51,7 @@ impl Link {
             secret: 0,
             gate: Arc::new(CancelGate::default()),
         };
-        let mut link = Link::new(stream, cancel);
+        let mut link = Link::new(stream, cancel, id);
         link.timings.connect = connected - started;
         negotiate_tls(&mut link.stream, &target, tls).await?;
         let connected = Instant::now();

@@ -26,11 +26,11 @@ use crate::auth::ScramCredential;
 use crate::config::{BackendHost, TcpOptions};
 use bytes::BytesMut;
 
+use crate::listener::Transport;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
 use crate::stream::Stream;
-use crate::tls::Transport;
 
 pub use cancel::{send_cancel, CANCEL_CONFIRM_LIMIT};
 pub use error::{BackendError, PoolerStatement, ServerError};
@@ -160,7 +160,17 @@ pub struct BackendTimings {
     pub ready: Duration,
 }
 
-static NEXT_BACKEND_ID: AtomicU64 = AtomicU64::new(1);
+/// Hands out the ids of one pooler's backends: 1, 2, ... (0 stands for
+/// "no backend" where an id is kept in an atomic).
+#[derive(Debug, Default)]
+pub struct BackendIds(AtomicU64);
+
+impl BackendIds {
+    /// The next id.
+    pub fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
+}
 
 /// The one owner of one authenticated connection to PostgreSQL: its socket
 /// and read buffer, and its [`Ledger`] (what it owes, its transaction
@@ -207,14 +217,13 @@ pub struct RelayParts<'a> {
 }
 
 impl Link {
-    fn new(stream: Stream, cancel: CancelTarget) -> Link {
+    fn new(stream: Stream, cancel: CancelTarget, id: u64) -> Link {
         let transport = match &stream {
             Stream::Tcp(s) => s
                 .peer_addr()
                 .map_or(cancel.target.transport(), |a| Transport::for_tcp_peer(&a)),
             _ => cancel.target.transport(),
         };
-        let id = NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed);
         Link {
             id,
             status: Arc::new(LinkStatus::new(id, 0, transport, false)),

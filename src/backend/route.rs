@@ -75,12 +75,13 @@ impl HostRoute {
         self.attrs
     }
 
-    /// Opens a backend on the first host that fits.
+    /// Opens backend `id` on the first host that fits.
     pub async fn connect(
         &self,
         creds: &Credentials,
         params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
+        id: u64,
     ) -> Result<Link, BackendError> {
         let mut order: Vec<usize> = (0..self.hosts.len()).collect();
         if self.balance == LoadBalance::Random {
@@ -96,7 +97,7 @@ impl HostRoute {
         for &pass in passes {
             for &i in &order {
                 let host = &self.hosts[i];
-                let attempt = self.attempt(host, pass, creds, params, cache);
+                let attempt = self.attempt(host, pass, creds, params, cache, id);
                 let result = match tokio::time::timeout(self.per_host, attempt).await {
                     Ok(r) => r,
                     Err(_) => Err(Skip::Next(BackendError::Timeout(host.target.describe()))),
@@ -122,8 +123,9 @@ impl HostRoute {
         creds: &Credentials,
         params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
+        id: u64,
     ) -> Result<Link, Skip> {
-        let connect = Link::connect(host.target.clone(), &host.tls, creds, params, cache);
+        let connect = Link::connect(host.target.clone(), &host.tls, creds, params, cache, id);
         let mut link = connect.await.map_err(|e| match &e {
             BackendError::Connect { .. } | BackendError::Timeout(_) => Skip::Next(e),
             BackendError::Server(s) if s.code == CANNOT_CONNECT_NOW => Skip::Next(e),

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use super::BackendTarget;
-use crate::tls::Transport;
+use crate::listener::Transport;
 
 /// Where a link is in its life in the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

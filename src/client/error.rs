@@ -1,7 +1,8 @@
 //! The one place where a failed client session becomes an ErrorResponse.
 
+use crate::admin::AdminError;
 use crate::backend::BackendError;
-use crate::pool::AcquireError;
+use crate::pool::{AcquireError, NoPool};
 use crate::protocol::frontend::StartupError;
 use crate::protocol::{PgError, Violation};
 use crate::stream::ReadError;
@@ -27,6 +28,9 @@ pub enum ClientError {
     /// Login refused (28000 / 28P01 / 3D000...).
     #[error("{0}")]
     Refused(PgError),
+    /// No pool serves the database (3D000), or it could not be built.
+    #[error("{0}")]
+    NoPool(#[from] NoPool),
     /// No backend could be had.
     #[error("{0}")]
     Acquire(#[from] AcquireError),
@@ -51,6 +55,18 @@ impl From<ReadError> for ClientError {
     }
 }
 
+impl From<AdminError> for ClientError {
+    fn from(e: AdminError) -> Self {
+        match e {
+            AdminError::Refused(e) => ClientError::Refused(e),
+            AdminError::Gone => ClientError::Gone,
+            AdminError::Io(e) => ClientError::Io(e),
+            AdminError::Protocol(v) => ClientError::Protocol(v),
+            AdminError::Shutdown => ClientError::Shutdown,
+        }
+    }
+}
+
 impl ClientError {
     /// True when the client spoke a protocol older than 3.0 and can read only
     /// the old error format.
@@ -69,6 +85,10 @@ impl ClientError {
             }
             ClientError::Startup(StartupError::Malformed(v)) => PgError::fatal("08P01", v.0.clone()),
             ClientError::Refused(e) => e.clone(),
+            ClientError::NoPool(e @ NoPool::UnknownDatabase(_)) => {
+                PgError::fatal("3D000", e.to_string())
+            }
+            ClientError::NoPool(e @ NoPool::Create(_)) => PgError::fatal("XX000", e.to_string()),
             ClientError::Acquire(AcquireError::WaitTimeout(d)) => PgError::fatal(
                 "53300",
                 format!("no server connection became free within query_wait_timeout ({d:?})"),

@@ -10,19 +10,23 @@ use tokio::sync::OwnedSemaphorePermit;
 use super::authenticate::{self, Proof};
 use super::negotiate::{self, Opening};
 use super::session::Session;
-use super::{params, registry, ClientError, ClientState, ConnContext, LoginTimings};
+use super::{params, ClientError, ConnContext, LoginTimings};
 use crate::backend::send_cancel;
 use crate::config::PoolMode;
 use crate::pool::{Lease, Pool};
-use crate::pooler::Pooler;
+use crate::pooler::{Pooler, Snapshot};
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
+use crate::registry::{ClientInfo, ClientState};
 use crate::stats::Class;
 use crate::stream::Stream;
 
 /// A client that has proved who it is.
 pub(super) struct Login {
+    /// What the whole login goes by: the configuration, auth file and
+    /// acceptor of one reload, read once at its start.
+    pub(super) snapshot: Arc<Snapshot>,
     pub(super) startup: StartupMessage,
     pub(super) user: String,
     pub(super) database: String,
@@ -36,16 +40,16 @@ pub(super) async fn handshake(
     buf: &mut FrameBuf,
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
+    snapshot: Arc<Snapshot>,
     timings: &mut LoginTimings,
 ) -> Result<Option<Login>, ClientError> {
-    let policy = pooler.config().tls.mode_for(ctx.transport);
-    let acceptor = pooler.tls_acceptor();
+    let policy = crate::tls::policy::mode_for(&snapshot.config.tls, ctx.transport);
     let opening = negotiate::negotiate(
         stream,
         buf,
         (ctx.transport, ctx.accepted_at),
         policy,
-        acceptor.as_ref(),
+        snapshot.tls_acceptor.as_ref(),
         timings,
     );
     let startup = match opening.await? {
@@ -66,21 +70,19 @@ pub(super) async fn handshake(
     };
     let (user, database) = identify(&startup)?;
     tracing::Span::current().record("user", user.as_str());
-    let config = pooler.config();
-    let auth_file = pooler.auth_file();
-    let secret = auth_file.as_ref().and_then(|f| f.get(&user));
     let auth_started = Instant::now();
     let proof = authenticate::authenticate(
         stream,
         buf,
-        config.auth.method,
+        snapshot.config.auth.method,
         &user,
-        secret,
+        snapshot.secret(&user),
         pooler.mock_seed(),
     )
     .await?;
     timings.auth = auth_started.elapsed();
     Ok(Some(Login {
+        snapshot,
         startup,
         user,
         database,
@@ -99,6 +101,7 @@ pub(super) async fn attach(
     timings: &mut LoginTimings,
 ) -> Result<Session, ClientError> {
     let Login {
+        snapshot,
         startup,
         user,
         database,
@@ -112,7 +115,7 @@ pub(super) async fn attach(
         server::auth_sasl_final(&mut out, &success.server_final);
     }
     server::auth_ok(&mut out);
-    let entry = pooler.clients.register(registry::ClientInfo {
+    let entry = pooler.clients.register(ClientInfo {
         id: ctx.id,
         user: user.clone(),
         database: database.clone(),
@@ -123,22 +126,21 @@ pub(super) async fn attach(
         state: ClientState::WaitingForBackend,
         backend: None,
     });
-    let pool = match pooler.pool_for(&database, &user) {
+    let pool = match pooler.pool_in(&snapshot, &database, &user) {
         Ok(pool) => pool,
         Err(e) => {
             // Authentication comes first, as on PostgreSQL: the client sees
             // it succeed, then the error (3D000 for an unknown database).
             let _ = stream.write_all(&out).await;
-            return Err(e);
+            return Err(e.into());
         }
     };
     if let Proof::Scram(success) = &proof {
-        let auth_file = pooler.auth_file();
-        let secret = auth_file.as_ref().and_then(|f| f.get(&user));
-        pooler.lend_scram_keys(&pool, &user, secret, success);
+        pool.lend_client_keys(&user, snapshot.secret(&user), success);
     }
     let wanted = params::requested(&startup)?;
-    let pool_mode = pooler.config().pool_mode_for(&database, &user);
+    let config = &snapshot.config;
+    let pool_mode = config.pool_mode_for(&database, &user);
     let pooled_per_transaction = pool_mode != PoolMode::Session;
     // Session pooling opens backends with the client's application_name
     // (RESET then brings back the client's own value); transaction pooling
@@ -173,7 +175,6 @@ pub(super) async fn attach(
     // report, or reports but the pool does not track, as search_path on
     // PostgreSQL 18) the client's settings carry.
     let extras: Vec<(String, String)> = if pooled_per_transaction {
-        let config = pooler.config();
         wanted
             .into_iter()
             .filter(|(name, _)| shown.get_ci(name).is_none() || !config.pool.is_tracked(name))

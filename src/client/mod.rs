@@ -2,18 +2,16 @@
 //! give the backend back clean.
 
 mod authenticate;
-pub mod cancel;
 mod error;
 mod login;
 mod negotiate;
 mod params;
-pub mod registry;
 pub(crate) mod relay;
 mod session;
 pub(crate) mod txn;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
@@ -21,14 +19,13 @@ use tracing::Instrument;
 
 pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
-pub use txn::statements::StatementRegistry;
 
-use crate::config::ADMIN_DATABASE;
+use crate::config::{TcpOptions, ADMIN_DATABASE};
+use crate::listener::{ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
 use crate::stream::Stream;
-use crate::tls::Transport;
 use authenticate::Proof;
 use login::{attach, handshake};
 
@@ -37,41 +34,6 @@ use login::{attach, handshake};
 const CLIENT_BUF: usize = 2 * 1024;
 /// Client read buffer once relaying: big enough that COPY FROM is not capped.
 const CLIENT_RELAY_CAP: usize = 64 * 1024;
-
-/// Where a client is in its life; reported by the admin console.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ClientState {
-    /// Reading startup packets (SSL/GSS requests, StartupMessage).
-    Negotiating,
-    /// Proving who it is.
-    Authenticating,
-    /// Logged in, waiting for a backend.
-    WaitingForBackend,
-    /// Holding a backend and relaying.
-    Active,
-    /// Logged in, holding no backend between transactions (transaction pooling).
-    Idle,
-    /// Ending.
-    Closing,
-}
-
-impl ClientState {
-    /// The state stored as `state as u8` (unknown values read as Closing).
-    pub fn from_u8(v: u8) -> ClientState {
-        [
-            ClientState::Negotiating,
-            ClientState::Authenticating,
-            ClientState::WaitingForBackend,
-            ClientState::Active,
-            ClientState::Idle,
-            ClientState::Closing,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == v)
-        .unwrap_or(ClientState::Closing)
-    }
-}
 
 /// Establishment timings of one client connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -107,17 +69,23 @@ impl LoginTimings {
     }
 }
 
-/// Facts about one accepted connection, known before any byte is read.
-#[derive(Debug, Clone)]
-pub struct ConnContext {
-    /// Pooler-wide connection id.
-    pub id: u64,
-    /// How the client reached us.
-    pub transport: Transport,
-    /// Peer address (or the socket path).
-    pub peer: String,
-    /// When the socket was accepted.
-    pub accepted_at: Instant,
+/// The client sessions of one pooler, as the listener's [`Serve`]r.
+struct Sessions(Arc<Pooler>);
+
+impl Serve for Sessions {
+    fn tcp_options(&self) -> TcpOptions {
+        self.0.config().listen.tcp
+    }
+
+    fn serve(&self, stream: Stream, ctx: ConnContext) {
+        self.0.tasks.spawn(serve(stream, ctx, self.0.clone()));
+    }
+}
+
+/// Accepts clients on `listeners` for `pooler` until it stops accepting.
+pub async fn accept(listeners: Listeners, pooler: Arc<Pooler>) {
+    let stop = pooler.stop_accepting.clone();
+    listeners.serve(stop, Arc::new(Sessions(pooler))).await
 }
 
 /// Serves one client connection to the end.
@@ -131,7 +99,8 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         user = tracing::field::Empty,
     );
     async move {
-        let mut buf = FrameBuf::new(CLIENT_BUF, CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET));
+        let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
+        let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
         let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
         if let Err(e) = result {
             match e.to_pg_error() {
@@ -166,14 +135,15 @@ async fn run(
 ) -> Result<(), ClientError> {
     // The login timeout covers what the client controls (negotiation and
     // authentication); waiting for a backend is bounded by query_wait_timeout.
-    let login_timeout = pooler.config().listen.client_login_timeout;
+    let snapshot = pooler.snapshot();
+    let login_timeout = snapshot.config.listen.client_login_timeout;
     let mut timings = LoginTimings::default();
     // Each phase's future is boxed: a task is as big as its largest state,
     // and an idle client (tens of thousands of them) should not carry the
     // login's or the relay's state while it waits.
     let handshake = tokio::time::timeout(
         login_timeout,
-        Box::pin(handshake(stream, buf, ctx, pooler, &mut timings)),
+        Box::pin(handshake(stream, buf, ctx, pooler, snapshot, &mut timings)),
     );
     let login = match handshake.await {
         Err(_) => Err(ClientError::LoginTimeout),
@@ -188,7 +158,15 @@ async fn run(
             if let Proof::Scram(success) = &login.proof {
                 server::auth_sasl_final(&mut out, &success.server_final);
             }
-            return Box::pin(crate::admin::serve(stream, buf, pooler, &login.user, out)).await;
+            let console = crate::admin::serve(
+                stream,
+                buf,
+                pooler,
+                &login.snapshot.config,
+                &login.user,
+                out,
+            );
+            return Ok(Box::pin(console).await?);
         }
         Ok(login) => Box::pin(attach(stream, ctx, pooler, login, &mut timings)).await,
         Err(e) => Err(e),

@@ -7,12 +7,14 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
 use super::LoginTimings;
+use crate::config::SslMode;
+use crate::listener::Transport;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
 use crate::protocol::tags::encryption;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
-use crate::tls::{Acceptor, SslMode, Transport};
+use crate::tls::Acceptor;
 use std::time::Instant;
 
 /// What the first packets asked for.

@@ -7,15 +7,16 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::relay::{self, Mode, TxnEnd};
 use super::txn::statements::ClientStatements;
-use super::{cancel, registry, ClientError, ClientState, Meter, RelayEnd};
+use super::{ClientError, Meter, RelayEnd};
 use crate::backend::Departure;
+use crate::listener::Transport;
 use crate::pool::Lease;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
 use crate::protocol::{FrameBuf, PgError};
+use crate::registry::{CancelKey, ClientEntry, ClientState};
 use crate::stats::Class;
 use crate::stream::Stream;
-use crate::tls::Transport;
 
 /// A logged-in client holding its backend (session pooling).
 pub(super) struct Session {
@@ -28,9 +29,9 @@ pub(super) struct Session {
     /// Startup parameters the server does not report (SET per backend in
     /// transaction pooling).
     pub(super) extras: Vec<(String, String)>,
-    pub(super) cancel_key: cancel::CancelKey,
+    pub(super) cancel_key: CancelKey,
     pub(super) _permit: OwnedSemaphorePermit,
-    pub(super) entry: registry::ClientEntry,
+    pub(super) entry: ClientEntry,
     pub(super) user: String,
     pub(super) database: String,
     pub(super) transport: Transport,

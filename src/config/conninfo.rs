@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use super::{BackendHost, ConnInfo};
-use crate::tls::SslMode;
+use crate::config::SslMode;
 
 mod hosts;
 mod tcp;

@@ -124,7 +124,7 @@ mod tests {
 
     use super::super::{AuthMethod, ConfigError};
     use super::*;
-    use crate::tls::SslMode;
+    use crate::config::SslMode;
 
     const AUTH: &str = "[auth]\nauth_file = \"users.txt\"\n";
 

@@ -18,14 +18,13 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::tls::{SslMode, Transport};
-
 mod conninfo;
 mod files;
 pub mod keys;
 mod pool;
 mod raw;
 mod service;
+mod sslmode;
 mod tcp;
 mod validate;
 
@@ -37,6 +36,7 @@ pub use conninfo::{
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
 pub use service::ServiceConfig;
+pub use sslmode::{ParseSslModeError, SslMode};
 pub use tcp::{Keepalive, TcpOptions};
 
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
@@ -143,15 +143,6 @@ impl ListenConfig {
 }
 
 impl TlsConfig {
-    /// The front-end policy for a client that arrived over `transport`.
-    pub fn mode_for(&self, transport: Transport) -> SslMode {
-        match transport {
-            Transport::Unix => self.socketsslmode,
-            Transport::LoopbackTcp => self.loopbacksslmode.unwrap_or(self.sslmode),
-            Transport::RemoteTcp => self.sslmode,
-        }
-    }
-
     /// True when a certificate and key are configured, so TLS can be offered.
     pub fn has_certificate(&self) -> bool {
         self.cert_file.is_some() && self.key_file.is_some()

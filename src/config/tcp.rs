@@ -1,6 +1,6 @@
 //! TCP socket options: the one type both sides share (backends get theirs
 //! from libpq's conninfo keywords, see `conninfo/tcp.rs`; TCP clients from
-//! `[listen]`'s PgBouncer-style keys, parsed here). No I/O: `crate::sockopt`
+//! `[listen]`'s PgBouncer-style keys, parsed here). No I/O: the `sockopt` module
 //! applies them to sockets.
 
 use std::time::Duration;

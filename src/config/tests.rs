@@ -118,9 +118,9 @@ fn full_config() {
         c.tls.key_file,
         Some(PathBuf::from("/etc/pgharbor/server.key"))
     );
-    assert_eq!(c.tls.mode_for(Transport::RemoteTcp), SslMode::Require);
-    assert_eq!(c.tls.mode_for(Transport::LoopbackTcp), SslMode::Disable);
-    assert_eq!(c.tls.mode_for(Transport::Unix), SslMode::Allow);
+    assert_eq!(c.tls.sslmode, SslMode::Require);
+    assert_eq!(c.tls.loopbacksslmode, Some(SslMode::Disable));
+    assert_eq!(c.tls.socketsslmode, SslMode::Allow);
     assert_eq!(c.tls.min_protocol_version, TlsVersion::Tls11);
     assert_eq!(c.auth.method, AuthMethod::Md5);
     assert_eq!(
@@ -189,7 +189,7 @@ fn tls_defaults_follow_the_certificate() {
     assert!(c.tls.has_certificate());
     assert_eq!(c.tls.sslmode, SslMode::Prefer);
     assert_eq!(c.tls.socketsslmode, SslMode::Disable);
-    assert_eq!(c.tls.mode_for(Transport::LoopbackTcp), SslMode::Prefer);
+    assert_eq!(c.tls.loopbacksslmode, None, "loopback follows sslmode");
 }
 
 #[test]

@@ -17,7 +17,7 @@ use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
     ListenConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE, FALLBACK_DATABASE,
 };
-use crate::tls::SslMode;
+use crate::config::SslMode;
 
 /// A `sockaddr_un` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;

@@ -14,8 +14,9 @@ use super::{ensure, Failure};
 use crate::backend::Ledger;
 use crate::client::relay::Shared;
 use crate::client::txn::rewrite::{Outcome, Rewriter};
-use crate::client::txn::statements::{ClientStatements, StatementRegistry};
+use crate::client::txn::statements::ClientStatements;
 use crate::protocol::tags::fe;
+use crate::registry::StatementRegistry;
 
 const NAMES: &[&[u8]] = &[b"", b"s1", b"s2", b"a_long_statement_name_0123456789"];
 const QUERIES: &[&[u8]] = &[

@@ -12,7 +12,7 @@ use deadpool::managed::{self, PoolError, Timeouts};
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use super::manager::{close_idle, BackendManager, OpenError, FILLING};
+use super::manager::{close_idle, BackendManager, OpenError};
 use crate::backend::BackendError;
 
 /// The longest pause between sweeps; shorter timeouts sweep more often.
@@ -131,7 +131,8 @@ impl Janitor {
             let Ok(permit) = self.main.clone().try_acquire_owned() else {
                 break;
             };
-            match FILLING.scope(true, self.inner.timeout_get(&no_wait)).await {
+            // Opening never waits for a shared limit: a full one stops the fill.
+            match self.inner.timeout_get(&no_wait).await {
                 Ok(obj) => held.push((obj, permit)),
                 Err(PoolError::Backend(OpenError::Backend(e))) => return Err(e),
                 // A shared limit, no free slot, or the pool closed: not a failure.

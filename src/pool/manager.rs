@@ -15,21 +15,13 @@ use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
-use crate::backend::{still_fits, BackendError, Credentials, HostRoute, Link, PoolerStatement};
+use crate::backend::{
+    still_fits, BackendError, BackendIds, Credentials, HostRoute, Link, PoolerStatement,
+};
 use crate::config::TargetSessionAttrs;
 use crate::stats::{Class, Stats};
 use crate::stream::Stream;
 use crate::tls::connector::Opening;
-
-/// How often a client blocked by a shared limit looks again for an idle
-/// backend to evict (or one of its own pool to take instead).
-const LIMIT_RECHECK: Duration = Duration::from_millis(100);
-
-tokio::task_local! {
-    /// Set while the pool's maintenance task opens backends for
-    /// `min_pool_size`: it never waits for a shared limit or evicts for one.
-    pub(super) static FILLING: bool;
-}
 
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
@@ -51,14 +43,11 @@ pub enum OpenError {
     /// Opening or logging in failed.
     #[error("{0}")]
     Backend(#[from] BackendError),
-    /// A shared limit is reached (only when filling `min_pool_size`, which
-    /// does not wait).
+    /// A shared limit is reached. Opening never waits for one: a client
+    /// waits in its checkout ([`BackendManager::wait_for_limits`]), the
+    /// maintenance task filling `min_pool_size` stops.
     #[error("connection limit reached")]
     Limit,
-    /// While this client waited for a shared limit, a backend of its own
-    /// pool went idle: take that one instead of opening another.
-    #[error("an idle backend became available")]
-    Retry,
 }
 
 /// Creates backends for one pool and vets them on checkout.
@@ -95,6 +84,13 @@ pub struct BackendManager {
     pub(super) params: Arc<ParamCache>,
     /// Paces connect attempts while the server fails.
     pub(super) pacer: ConnectPacer,
+    /// Limit permits that waiting clients took for the backend they are
+    /// about to open. deadpool's `create` takes no argument, so they are
+    /// handed over here; any create may use any set (they are alike), and a
+    /// set its client did not need goes back ([`BackendManager::refund`]).
+    pub(super) prepaid: Mutex<Vec<Vec<OwnedSemaphorePermit>>>,
+    /// Ids for the backends it opens, shared by every pool of the pooler.
+    pub(super) ids: Arc<BackendIds>,
 }
 
 /// Least time between two connect attempts while the server is failing.
@@ -141,7 +137,7 @@ impl managed::Manager for BackendManager {
     type Error = OpenError;
 
     async fn create(&self) -> Result<Pooled, OpenError> {
-        let limits = self.take_limits().await?;
+        let limits = self.limits_now()?;
         // While the server is failing (down, restarting), attempts go one
         // at a time and at least CONNECT_RETRY apart instead of a stampede
         // of every waiting client.
@@ -162,7 +158,8 @@ impl managed::Manager for BackendManager {
         // Each host's attempt is bounded inside the route (libpq's
         // connect_timeout is per host).
         self.opening.fetch_add(1, Ordering::Relaxed);
-        let result = self.route.connect(&creds, &params, &self.cache).await;
+        let id = self.ids.next();
+        let result = self.route.connect(&creds, &params, &self.cache, id).await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(mut backend) => {
@@ -247,43 +244,6 @@ impl managed::Manager for BackendManager {
 }
 
 impl BackendManager {
-    /// One permit of every shared limit, in a fixed order (database, then
-    /// user) so two pools never wait on each other. While a limit is
-    /// reached, the longest-idle backend of another pool of the group is
-    /// closed to make room; if this pool itself has an idle backend, the
-    /// caller takes that one instead ([`OpenError::Retry`]).
-    async fn take_limits(&self) -> Result<Vec<OwnedSemaphorePermit>, OpenError> {
-        let filling = FILLING.try_with(|f| *f).unwrap_or(false);
-        let mut held = Vec::with_capacity(self.limits.len());
-        for group in &self.limits {
-            if let Some(p) = group.try_take() {
-                held.push(p);
-                continue;
-            }
-            if filling {
-                return Err(OpenError::Limit);
-            }
-            let take = group.take();
-            tokio::pin!(take);
-            let permit = loop {
-                if self.has_idle() {
-                    return Err(OpenError::Retry);
-                }
-                if group.evict_idle(&self.key) {
-                    tracing::debug!(limit = group.what(), "evicted an idle backend");
-                }
-                tokio::select! {
-                    biased;
-                    p = &mut take => break p,
-                    _ = tokio::time::sleep(LIMIT_RECHECK) => {}
-                }
-            };
-            // None only if the semaphore was closed, which it never is.
-            held.extend(permit);
-        }
-        Ok(held)
-    }
-
     /// Why `link`'s server no longer fits `target_session_attrs`, if it
     /// does not (a standby promoted under `standby`, a primary made
     /// read-only under `read-write`): read from what the server last
@@ -297,7 +257,7 @@ impl BackendManager {
     }
 
     /// Whether this pool holds an idle backend right now.
-    fn has_idle(&self) -> bool {
+    pub(super) fn has_idle(&self) -> bool {
         self.this
             .get()
             .and_then(|w| w.upgrade())

@@ -21,6 +21,7 @@
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
 
+mod from_config;
 mod janitor;
 mod lease;
 mod limits;
@@ -38,8 +39,10 @@ use deadpool::Runtime;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use from_config::NoPool;
 pub use lease::Lease;
 pub use limits::LimitGroup;
+use limits::Prepaid;
 pub use manager::{BackendManager, OpenError, Pooled};
 pub use params::ParamCache;
 pub use registry::PoolRegistry;
@@ -47,7 +50,7 @@ pub use servers::{ServerInfo, ServerRegistry, ServerState};
 
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
-use crate::backend::{BackendError, Credentials, HostRoute};
+use crate::backend::{BackendError, BackendIds, Credentials, HostRoute};
 use crate::stats::Stats;
 
 /// Identifies one pool.
@@ -141,6 +144,8 @@ pub struct PoolSettings {
     pub startup_params: Vec<(String, String)>,
     /// Where connects and closes are counted.
     pub stats: Arc<Stats>,
+    /// Where backend ids come from (one source per pooler).
+    pub backend_ids: Arc<BackendIds>,
 }
 
 impl Pool {
@@ -171,6 +176,8 @@ impl Pool {
             opening: AtomicUsize::new(0),
             params: Arc::new(ParamCache::default()),
             pacer: Default::default(),
+            prepaid: Mutex::default(),
+            ids: settings.backend_ids,
         };
         let reserve_size = if settings.reserve_timeout.is_zero() {
             0
@@ -321,10 +328,22 @@ impl Pool {
             create: None,
             recycle: None,
         };
+        let manager = self.inner.manager();
+        let mut paid = Prepaid::new(manager);
         loop {
-            let err = match self.inner.timeout_get(&timeouts).await {
+            let got = self.inner.timeout_get(&timeouts).await;
+            paid.settle(&got);
+            let err = match got {
                 Ok(obj) => return Ok((obj, permit)),
-                Err(PoolError::Backend(OpenError::Retry)) => continue,
+                // Opening waits for no shared limit; this client does, then
+                // hands what it took to the backend it opens next.
+                Err(PoolError::Backend(OpenError::Limit)) => {
+                    // None: a backend of this pool went idle meanwhile; take it.
+                    if let Some(set) = manager.wait_for_limits().await {
+                        paid.pay(set);
+                    }
+                    continue;
+                }
                 Err(PoolError::Backend(OpenError::Backend(e))) => AcquireError::Backend(e),
                 Err(PoolError::Closed) => AcquireError::Closed,
                 Err(e) => AcquireError::Backend(BackendError::Protocol(e.to_string())),

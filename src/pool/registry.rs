@@ -4,10 +4,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::{LimitGroup, Pool, PoolKey};
+use crate::auth::SaltedPasswordCache;
+use crate::backend::BackendIds;
+use crate::stats::Stats;
 
-/// Every pool, created on first use.
-#[derive(Default)]
+/// Salted passwords kept across backend logins (PBKDF2 is the costly part).
+const SCRAM_CACHE_ENTRIES: usize = 1024;
+
+/// Every pool, created on first use, and what all pools share.
 pub struct PoolRegistry {
+    /// Where every pool counts connects and closes.
+    pub(super) stats: Arc<Stats>,
+    /// Salted passwords for SCRAM logins to PostgreSQL, shared by all pools.
+    pub(super) scram_cache: Arc<SaltedPasswordCache>,
+    /// Backend ids, unique across the pools.
+    pub(super) backend_ids: Arc<BackendIds>,
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     /// `max_db_connections`, by database name.
     db_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
@@ -16,6 +27,18 @@ pub struct PoolRegistry {
 }
 
 impl PoolRegistry {
+    /// No pools yet; every pool will count into `stats`.
+    pub fn new(stats: Arc<Stats>) -> PoolRegistry {
+        PoolRegistry {
+            stats,
+            scram_cache: Arc::new(SaltedPasswordCache::new(SCRAM_CACHE_ENTRIES)),
+            backend_ids: Arc::default(),
+            pools: Mutex::default(),
+            db_limits: Mutex::default(),
+            user_limits: Mutex::default(),
+        }
+    }
+
     /// The pool for `key`, created by `make` if it does not exist yet.
     pub fn get_or_create(
         &self,

@@ -40,7 +40,7 @@ impl ServerRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::Transport;
+    use crate::listener::Transport;
 
     #[test]
     fn lists_what_each_link_publishes_until_closed() {

@@ -3,42 +3,52 @@
 //! a peer sent. It does no I/O: the caller reads into [`FrameBuf::spare`]
 //! and calls [`FrameBuf::filled`], which keeps every read cancel-safe.
 
-use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 
 use super::{be_u32, Violation};
 
-/// Shed buffers kept per thread for the next connection that needs one.
+/// Shed buffers a stash keeps for the next connection that needs one.
 const STASH_MAX: usize = 32;
 
-thread_local! {
-    /// Buffers shed by idle connections, ready for the next read. A
-    /// transaction-pooled client sheds its buffer after every transaction
-    /// and needs it again microseconds later; allocating and zeroing a new
-    /// one each time costs more than the relay's own work. The stash is
-    /// bounded, so thousands of idle clients still hold no buffer each.
-    static STASH: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
-}
+/// Buffers shed by idle connections, ready for the next read; one per
+/// pooler, shared by the buffers made [`FrameBuf::with_stash`]. A
+/// transaction-pooled client sheds its buffer after every transaction and
+/// needs it again microseconds later; allocating and zeroing a new one each
+/// time costs more than the relay's own work. The stash is bounded, so
+/// thousands of idle clients still hold no buffer each.
+#[derive(Debug, Default)]
+pub struct BufStash(Mutex<Vec<Vec<u8>>>);
 
-/// A buffer of `len` bytes: a stashed one if there is one of that size.
-/// Its bytes are stale, which is harmless: only what a read writes becomes
-/// readable.
-fn take_buffer(len: usize) -> Vec<u8> {
-    let reused = STASH.with(|s| {
-        let mut s = s.borrow_mut();
-        let at = s.iter().rposition(|b| b.len() == len)?;
-        Some(s.swap_remove(at))
-    });
-    reused.unwrap_or_else(|| vec![0; len])
-}
+impl BufStash {
+    /// A buffer of `len` bytes: a stashed one if there is one of that size.
+    /// Its bytes are stale, which is harmless: only what a read writes
+    /// becomes readable.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let reused = self.0.lock().ok().and_then(|mut s| {
+            let at = s.iter().rposition(|b| b.len() == len)?;
+            Some(s.swap_remove(at))
+        });
+        reused.unwrap_or_else(|| vec![0; len])
+    }
 
-/// Keeps `buf` for [`take_buffer`] if the stash has room.
-fn give_buffer(buf: Vec<u8>) {
-    STASH.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < STASH_MAX {
-            s.push(buf);
+    /// Keeps `buf` for [`BufStash::take`] if the stash has room.
+    fn give(&self, buf: Vec<u8>) {
+        if let Ok(mut s) = self.0.lock() {
+            if s.len() < STASH_MAX {
+                s.push(buf);
+            }
         }
-    });
+    }
+
+    /// Buffers held now.
+    pub fn len(&self) -> usize {
+        self.0.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    /// True when no buffer is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Where a complete message sits in the buffer.
@@ -62,6 +72,8 @@ pub struct FrameBuf {
     max_capacity: usize,
     /// Size to come back to after [`FrameBuf::shed`].
     initial: usize,
+    /// Where a shed buffer goes and the next one comes from; None: the allocator.
+    stash: Option<Arc<BufStash>>,
 }
 
 impl FrameBuf {
@@ -73,6 +85,16 @@ impl FrameBuf {
             tail: 0,
             max_capacity: max_capacity.max(initial),
             initial,
+            stash: None,
+        }
+    }
+
+    /// Like [`FrameBuf::new`], for a connection that sheds its buffer while
+    /// idle: the memory goes to `stash` and comes back from it.
+    pub fn with_stash(initial: usize, max_capacity: usize, stash: Arc<BufStash>) -> Self {
+        FrameBuf {
+            stash: Some(stash),
+            ..FrameBuf::new(initial, max_capacity)
         }
     }
 
@@ -84,8 +106,8 @@ impl FrameBuf {
             self.head = 0;
             self.tail = 0;
             // One grown for a large message goes back to the allocator.
-            if data.len() == self.initial {
-                give_buffer(data);
+            if let Some(stash) = self.stash.as_ref().filter(|_| data.len() == self.initial) {
+                stash.give(data);
             }
         }
     }
@@ -116,7 +138,10 @@ impl FrameBuf {
     /// Free space to read into; compacts first if the tail reached the end.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.data.is_empty() {
-            self.data = take_buffer(self.initial);
+            self.data = match &self.stash {
+                Some(stash) => stash.take(self.initial),
+                None => vec![0; self.initial],
+            };
         }
         if self.tail == self.data.len() && self.head > 0 {
             self.compact();
@@ -268,16 +293,39 @@ mod tests {
 
     #[test]
     fn a_reused_buffer_shows_nothing_of_its_last_owner() {
-        let mut a = FrameBuf::new(16, 64);
+        let stash = Arc::new(BufStash::default());
+        let mut a = FrameBuf::with_stash(16, 64, stash.clone());
         feed(&mut a, b"secret");
         a.consume(6);
         a.shed();
-        let mut b = FrameBuf::new(16, 64);
+        assert_eq!(stash.len(), 1, "the shed buffer went to the stash");
+        let mut b = FrameBuf::with_stash(16, 64, stash.clone());
         b.shed();
+        assert_eq!(stash.len(), 2);
         assert!(b.spare().len() == 16 && b.readable().is_empty());
+        assert_eq!(stash.len(), 1, "the next read takes one back");
         feed(&mut b, b"x");
         assert_eq!(b.readable(), b"x");
         assert_eq!(b.capacity(), 16);
+    }
+
+    #[test]
+    fn stashes_are_owned_not_global() {
+        let (one, two) = (Arc::new(BufStash::default()), Arc::new(BufStash::default()));
+        let mut a = FrameBuf::with_stash(16, 64, one.clone());
+        a.spare();
+        a.shed();
+        let mut b = FrameBuf::with_stash(16, 64, two.clone());
+        b.spare();
+        assert_eq!((one.len(), two.len()), (1, 0));
+        let mut plain = FrameBuf::new(16, 64);
+        plain.spare();
+        plain.shed();
+        assert_eq!(
+            one.len(),
+            1,
+            "a buffer without a stash goes to the allocator"
+        );
     }
 
     #[test]

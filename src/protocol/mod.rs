@@ -15,7 +15,7 @@ pub mod server;
 pub mod sql;
 pub mod tags;
 
-pub use codec::{Frame, FrameBuf};
+pub use codec::{BufStash, Frame, FrameBuf};
 pub use server::{PgError, Severity};
 
 /// PostgreSQL's cap on a startup packet (`MAX_STARTUP_PACKET_LENGTH`).

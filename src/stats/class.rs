@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::tls::Transport;
+use crate::listener::Transport;
 
 /// Which end of the pooler a connection is on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

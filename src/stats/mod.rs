@@ -238,7 +238,7 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::Transport;
+    use crate::listener::Transport;
 
     #[test]
     fn merges_by_class_and_splits_bulk_from_chatty() {

@@ -9,7 +9,8 @@ use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslOptions, SslVerifyMo
 use openssl::x509::store::X509Lookup;
 use openssl::x509::verify::X509VerifyFlags;
 
-use super::{client_cert, SslMode, TlsError};
+use super::{client_cert, TlsError};
+use crate::config::SslMode;
 use crate::config::{
     BackendHost, ChannelBinding, ClientCertMode, Compression, Config, ConnInfo, HostSpec, Sni,
     TlsOptions, TlsProtocol,

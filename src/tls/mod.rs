@@ -10,4 +10,3 @@ pub mod policy;
 
 pub use acceptor::{build_acceptor, Acceptor, TlsError};
 pub use connector::{check_databases, BackendTls};
-pub use policy::{SslMode, Transport};

@@ -19,9 +19,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::client::ClientState;
 use crate::pool::ServerState;
 use crate::pooler::Pooler;
+use crate::registry::ClientState;
 use crate::stats::{Class, ClassStats, Side, BACKEND_PHASES, CLIENT_PHASES};
 
 /// Bucket bounds of the phase histograms, µs: 10 µs .. 10 s.
@@ -430,8 +430,8 @@ fn buckets(h: &Histogram<u64>, bounds: &[u64], per_unit: f64) -> (Vec<(f64, u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listener::Transport;
     use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
-    use crate::tls::Transport;
     use prometheus_parse::{Sample, Scrape, Value};
     use std::time::Duration;
 

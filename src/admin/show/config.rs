@@ -2,8 +2,8 @@
 //! the config's key table (`config::keys`), so a key added there shows up
 //! here with its default and reload behaviour.
 
-use super::super::console::Authorized;
 use super::super::rows::{ResultSet, Type};
+use crate::admin::Authorized;
 use crate::config::keys::{self, Get, Key};
 use crate::pooler::Pooler;
 

@@ -12,12 +12,13 @@
 
 use bytes::BytesMut;
 
-use super::statements::{ClientStatements, StatementRegistry};
+use super::statements::ClientStatements;
 use crate::protocol::messages::{Parse, TxStatus};
 use crate::protocol::scan::Scanner;
 use crate::protocol::server;
 use crate::protocol::sql::{self, Strings};
 use crate::protocol::tags::{be, fe};
+use crate::registry::StatementRegistry;
 
 /// What the pooler needs to answer Parses ahead.
 pub struct Ahead<'a> {

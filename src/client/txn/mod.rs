@@ -20,13 +20,14 @@ use tokio::io::AsyncWriteExt;
 
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
-use super::{ClientError, ClientState, Meter, RelayEnd};
+use super::{ClientError, Meter, RelayEnd};
 use crate::backend::Departure;
 use crate::config::PoolMode;
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
 use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
+use crate::registry::ClientState;
 use crate::stats::Class;
 use crate::stream::{fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};

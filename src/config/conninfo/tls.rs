@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use super::ConnInfoError;
 use crate::config::ConnInfo;
-use crate::tls::SslMode;
+use crate::config::SslMode;
 
 /// The keywords this module parses.
 pub(super) const KEYWORDS: &[&str] = &[

@@ -27,7 +27,7 @@ const IDENT_START: u8 = 2;
 const DIGIT: u8 = 4;
 const DOLLAR: u8 = 8;
 
-static CLASS: [u8; 256] = {
+const CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0;
     while b < 256 {

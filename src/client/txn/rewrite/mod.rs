@@ -10,7 +10,6 @@ mod wire;
 
 use wire::{cstr_prefix, evict_for, names_beyond_prefix, put_msg, put_parse};
 
-use super::statements::StatementRegistry;
 use crate::backend::owed::{Expect, Reply, Synthetic};
 use crate::backend::prepared::statement_name;
 use crate::client::relay::PREFIX_CAP;
@@ -19,6 +18,7 @@ use crate::protocol::messages::{BindHead, Close, Describe, Target};
 use crate::protocol::sql::{self, PinReason};
 use crate::protocol::tags::{fe, target};
 use crate::protocol::Violation;
+use crate::registry::StatementRegistry;
 
 /// Why a client keeps its backend until it disconnects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,8 +8,42 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use super::ClientState;
-use crate::tls::Transport;
+use crate::listener::Transport;
+
+/// Where a client is in its life; reported by the admin console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ClientState {
+    /// Reading startup packets (SSL/GSS requests, StartupMessage).
+    Negotiating,
+    /// Proving who it is.
+    Authenticating,
+    /// Logged in, waiting for a backend.
+    WaitingForBackend,
+    /// Holding a backend and relaying.
+    Active,
+    /// Logged in, holding no backend between transactions (transaction pooling).
+    Idle,
+    /// Ending.
+    Closing,
+}
+
+impl ClientState {
+    /// The state stored as `state as u8` (unknown values read as Closing).
+    pub fn from_u8(v: u8) -> ClientState {
+        [
+            ClientState::Negotiating,
+            ClientState::Authenticating,
+            ClientState::WaitingForBackend,
+            ClientState::Active,
+            ClientState::Idle,
+            ClientState::Closing,
+        ]
+        .into_iter()
+        .find(|s| *s as u8 == v)
+        .unwrap_or(ClientState::Closing)
+    }
+}
 
 /// One logged-in client.
 #[derive(Debug, Clone)]

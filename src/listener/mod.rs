@@ -1,5 +1,7 @@
-//! Binds the TCP and Unix sockets, classifies each peer, and spawns a client
-//! session per connection.
+//! Binds the TCP and Unix sockets, classifies each peer ([`Transport`]), and
+//! hands each accepted connection to a [`Serve`]r. The listener knows nothing
+//! of what a session does: the composition root gives it `client`'s server,
+//! so every module can name the peer class without a cycle.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -9,13 +11,37 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tokio::net::{TcpListener, UnixListener, UnixStream};
+use tokio_util::sync::CancellationToken;
 
-use crate::client::{self, ConnContext};
-use crate::config::Config;
-use crate::pooler::Pooler;
+use crate::config::{Config, TcpOptions};
 use crate::service::activation::Inherited;
 use crate::stream::Stream;
-use crate::tls::Transport;
+
+mod transport;
+
+pub use transport::Transport;
+
+/// Facts about one accepted connection, known before any byte is read.
+#[derive(Debug, Clone)]
+pub struct ConnContext {
+    /// Pooler-wide connection id.
+    pub id: u64,
+    /// How the client reached us.
+    pub transport: Transport,
+    /// Peer address (or the socket path).
+    pub peer: String,
+    /// When the socket was accepted.
+    pub accepted_at: Instant,
+}
+
+/// Whoever serves the accepted connections.
+pub trait Serve: Send + Sync + 'static {
+    /// TCP options for the next accepted client; asked per accept, so a
+    /// RELOAD reaches the next client.
+    fn tcp_options(&self) -> TcpOptions;
+    /// Takes one accepted connection (and must not block the accept loop).
+    fn serve(&self, stream: Stream, ctx: ConnContext);
+}
 
 /// Why the listeners could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -137,22 +163,22 @@ impl Listeners {
         }
     }
 
-    /// Accepts until `pooler.stop_accepting` fires, then closes the sockets.
-    pub async fn serve(mut self, pooler: Arc<Pooler>) {
+    /// Accepts for `server` until `stop` fires, then closes the sockets.
+    pub async fn serve(mut self, stop: CancellationToken, server: Arc<dyn Serve>) {
         let next_id = Arc::new(AtomicU64::new(1));
         let mut accepting = tokio::task::JoinSet::new();
         for l in self.tcp.drain(..) {
             if let Ok(a) = l.local_addr() {
                 tracing::info!(address = %a, "listening on TCP");
             }
-            accepting.spawn(accept_tcp(l, pooler.clone(), next_id.clone()));
+            accepting.spawn(accept_tcp(l, server.clone(), next_id.clone()));
         }
         if let Some((l, path)) = self.unix.take() {
             tracing::info!(path = %path.display(), "listening on Unix socket");
             self.unix_path = Some(path.clone());
-            accepting.spawn(accept_unix(l, path, pooler.clone(), next_id.clone()));
+            accepting.spawn(accept_unix(l, path, server.clone(), next_id.clone()));
         }
-        pooler.stop_accepting.cancelled().await;
+        stop.cancelled().await;
         accepting.shutdown().await;
     }
 }
@@ -195,13 +221,12 @@ async fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> 
     Ok(l)
 }
 
-async fn accept_tcp(l: TcpListener, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>) {
+async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU64>) {
     loop {
         match l.accept().await {
             Ok((sock, peer)) => {
                 let _ = sock.set_nodelay(true);
-                // Read per accept, so a RELOAD reaches the next client.
-                if let Err(e) = crate::sockopt::apply(&sock, &pooler.config().listen.tcp) {
+                if let Err(e) = crate::sockopt::apply(&sock, &server.tcp_options()) {
                     tracing::warn!(peer = %peer, error = %e, "cannot set TCP keepalive options");
                 }
                 let ctx = ConnContext {
@@ -210,14 +235,19 @@ async fn accept_tcp(l: TcpListener, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>
                     peer: peer.to_string(),
                     accepted_at: Instant::now(),
                 };
-                spawn_client(Stream::Tcp(sock), ctx, &pooler);
+                server.serve(Stream::Tcp(sock), ctx);
             }
             Err(e) => accept_failed(e).await,
         }
     }
 }
 
-async fn accept_unix(l: UnixListener, path: PathBuf, pooler: Arc<Pooler>, next_id: Arc<AtomicU64>) {
+async fn accept_unix(
+    l: UnixListener,
+    path: PathBuf,
+    server: Arc<dyn Serve>,
+    next_id: Arc<AtomicU64>,
+) {
     loop {
         match l.accept().await {
             Ok((sock, _)) => {
@@ -227,16 +257,11 @@ async fn accept_unix(l: UnixListener, path: PathBuf, pooler: Arc<Pooler>, next_i
                     peer: path.display().to_string(),
                     accepted_at: Instant::now(),
                 };
-                spawn_client(Stream::Unix(sock), ctx, &pooler);
+                server.serve(Stream::Unix(sock), ctx);
             }
             Err(e) => accept_failed(e).await,
         }
     }
-}
-
-fn spawn_client(stream: Stream, ctx: ConnContext, pooler: &Arc<Pooler>) {
-    let p = pooler.clone();
-    pooler.tasks.spawn(client::serve(stream, ctx, p));
 }
 
 /// Running out of file descriptors must not spin the accept loop.
