@@ -10,13 +10,7 @@ use common::wait::WAIT;
 use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB};
 
 fn login(pooler: &Pooler, t: Transport) -> RawConn {
-    let mut raw = RawConn::connect(&pooler.endpoint(t));
-    raw.login(
-        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-        Some(SCRAM_USER.1),
-    )
-    .unwrap_or_else(|e| panic!("login over {t:?}: {e:?}"));
-    raw
+    common::scram_login(&pooler.endpoint(t))
 }
 
 /// True when a new client can no longer log in over `t`.

@@ -14,13 +14,7 @@ use common::{connect_ok, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_US
 use support::{console, show, show_until};
 
 fn login(pooler: &Pooler, t: Transport) -> RawConn {
-    let mut raw = RawConn::connect(&pooler.endpoint(t));
-    raw.login(
-        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
-        Some(SCRAM_USER.1),
-    )
-    .unwrap_or_else(|e| panic!("login over {t:?}: {e:?}"));
-    raw
+    common::scram_login(&pooler.endpoint(t))
 }
 
 fn paused(t: &support::Table) -> i64 {

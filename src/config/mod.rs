@@ -35,6 +35,7 @@ pub use conninfo::{
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
+pub use raw::key_part as toml_key;
 pub use service::ServiceConfig;
 pub use sslmode::{ParseSslModeError, SslMode};
 pub use tcp::{Keepalive, TcpOptions};

@@ -211,7 +211,7 @@ fn dotted_path(path: &serde_path_to_error::Path) -> String {
 }
 
 /// A key as it would be written in TOML: bare if it can be, quoted otherwise.
-pub(super) fn key_part(key: &str) -> String {
+pub fn key_part(key: &str) -> String {
     let bare = !key.is_empty()
         && key
             .chars()
@@ -219,7 +219,9 @@ pub(super) fn key_part(key: &str) -> String {
     if bare {
         key.to_string()
     } else {
-        format!("{key:?}")
+        // TOML's own quoting (toml's writer), which Rust's `{:?}` is not
+        // for every character.
+        toml::Value::String(key.to_string()).to_string()
     }
 }
 

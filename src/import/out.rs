@@ -1,6 +1,8 @@
 //! The pgharbor.toml being written: tables in the reference file's order,
 //! keys in the order they were set, each with the PgBouncer line it came from.
 
+use crate::config::toml_key;
+
 /// A TOML value of the generated file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
@@ -85,13 +87,13 @@ impl Doc {
             out.push_str(&format!("# {line}\n"));
         }
         for (path, keys) in tables {
-            let header: Vec<String> = path.iter().map(|p| bare_or_quoted(p)).collect();
+            let header: Vec<String> = path.iter().map(|p| toml_key(p)).collect();
             out.push_str(&format!("\n[{}]\n", header.join(".")));
             for key in keys {
                 out.push_str(&format!("# {}\n", key.from));
                 out.push_str(&format!(
                     "{} = {}\n",
-                    bare_or_quoted(&key.name),
+                    toml_key(&key.name),
                     key.value.render()
                 ));
             }
@@ -103,18 +105,6 @@ impl Doc {
 /// A TOML basic string, escaped by the toml crate's own writer.
 fn quote(s: &str) -> String {
     toml::Value::String(s.to_string()).to_string()
-}
-
-fn bare_or_quoted(key: &str) -> String {
-    let bare = !key.is_empty()
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if bare {
-        key.to_string()
-    } else {
-        quote(key)
-    }
 }
 
 #[cfg(test)]
