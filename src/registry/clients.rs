@@ -29,19 +29,22 @@ pub enum ClientState {
 }
 
 impl ClientState {
+    /// Every state, in the order a client's life goes through them.
+    pub const ALL: [ClientState; 6] = [
+        ClientState::Negotiating,
+        ClientState::Authenticating,
+        ClientState::WaitingForBackend,
+        ClientState::Active,
+        ClientState::Idle,
+        ClientState::Closing,
+    ];
+
     /// The state stored as `state as u8` (unknown values read as Closing).
     pub fn from_u8(v: u8) -> ClientState {
-        [
-            ClientState::Negotiating,
-            ClientState::Authenticating,
-            ClientState::WaitingForBackend,
-            ClientState::Active,
-            ClientState::Idle,
-            ClientState::Closing,
-        ]
-        .into_iter()
-        .find(|s| *s as u8 == v)
-        .unwrap_or(ClientState::Closing)
+        ClientState::ALL
+            .into_iter()
+            .find(|s| *s as u8 == v)
+            .unwrap_or(ClientState::Closing)
     }
 }
 
@@ -176,14 +179,7 @@ mod tests {
             (r.list()[0].state, r.list()[0].backend),
             (ClientState::Idle, None)
         );
-        for s in [
-            ClientState::Negotiating,
-            ClientState::Authenticating,
-            ClientState::WaitingForBackend,
-            ClientState::Active,
-            ClientState::Idle,
-            ClientState::Closing,
-        ] {
+        for s in ClientState::ALL {
             assert_eq!(ClientState::from_u8(s as u8), s);
         }
         drop(entry);

@@ -32,14 +32,7 @@ const PHASE_BOUNDS_US: [u64; 19] = [
 /// Bucket bounds of `pgharbor_server_logins_served`.
 const LOGINS_SERVED_BOUNDS: [u64; 10] = [1, 2, 5, 10, 25, 50, 100, 250, 1_000, 10_000];
 /// Every client state, in the order `pgharbor_clients` lists them.
-const CLIENT_STATES: [ClientState; 6] = [
-    ClientState::Negotiating,
-    ClientState::Authenticating,
-    ClientState::WaitingForBackend,
-    ClientState::Active,
-    ClientState::Idle,
-    ClientState::Closing,
-];
+const CLIENT_STATES: [ClientState; 6] = ClientState::ALL;
 
 /// The metrics of one pooler, read afresh by every [`Metrics::encode`].
 pub struct Metrics {
