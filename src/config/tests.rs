@@ -423,7 +423,10 @@ fn the_fallback_never_serves_the_console_names() {
     let text = "[auth]\nmethod = \"trust\"\n[databases.\"*\"]\nconninfo = \"host=/tmp\"\n\
                 [admin]\nusers = [\"a\"]\nstats_users = [\"m\", \"n\"]\n";
     let c = Config::parse(text, std::path::Path::new("/tmp/pgharbor.toml")).unwrap();
-    assert!(c.database("app").is_some(), "the fallback serves other names");
+    assert!(
+        c.database("app").is_some(),
+        "the fallback serves other names"
+    );
     for name in ["pgharbor", "pgbouncer"] {
         assert!(c.database(name).is_none(), "{name}");
         assert!(crate::config::is_admin_database(name), "{name}");

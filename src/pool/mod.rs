@@ -27,6 +27,7 @@ mod lease;
 mod limits;
 mod manager;
 mod params;
+mod reconnect;
 mod registry;
 mod servers;
 
@@ -459,39 +460,6 @@ impl Pool {
             Ok(k) => k.clone(),
             Err(p) => p.into_inner().clone(),
         }
-    }
-
-    /// RECONNECT: every backend open or opening now is closed once it is
-    /// next released (the idle ones at once); backends opened from now on
-    /// are not affected.
-    pub fn reconnect(&self) {
-        let manager = self.inner.manager();
-        let upto = manager.ids.last();
-        manager.reconnect_upto.fetch_max(upto, Ordering::Relaxed);
-        self.close_marked_idle();
-    }
-
-    /// True when RECONNECT marked backend `id` to be closed at its release
-    /// (PgBouncer's `close_needed`).
-    pub fn close_needed(&self, id: u64) -> bool {
-        self.inner.manager().close_needed(id)
-    }
-
-    /// True while a backend RECONNECT marked is still open; closes the
-    /// marked ones that are idle (one released between the mark and the
-    /// first sweep may have slipped back in). A backend still logging in
-    /// when RECONNECT ran counts once it is open.
-    pub fn closing(&self) -> bool {
-        self.close_marked_idle();
-        let manager = self.inner.manager();
-        let marked = |s: &ServerInfo| manager.close_needed(s.id);
-        self.servers().list().iter().any(marked)
-    }
-
-    fn close_marked_idle(&self) {
-        let manager = self.inner.manager();
-        self.inner
-            .retain(|obj, _| !manager.close_needed(obj.backend.id()));
     }
 
     /// Closes the backends sitting idle in the pool.

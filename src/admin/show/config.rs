@@ -10,7 +10,9 @@ use crate::pooler::Pooler;
 /// `SHOW CONFIG`: key, value, default, changeable, as PgBouncer: exactly
 /// these four columns, as pgbouncer_exporter accepts no other shape. Keys
 /// are the config file's dotted names, `[databases.NAME]` and
-/// `[users.NAME]` keys once per name. `changeable` is `yes` when a RELOAD
+/// `[users.NAME]` keys once per name; the integer settings PgBouncer also
+/// has come again under PgBouncer's name (`max_client_conn`, the same value
+/// as `pool.max_client_conn`). `changeable` is `yes` when a RELOAD
 /// can change the key at all. Passwords never appear: conninfo strings are
 /// shown redacted.
 pub fn config(pooler: &Pooler, _: &Authorized) -> ResultSet {
@@ -53,6 +55,15 @@ fn rows(pooler: &Pooler, with_reload: bool) -> ResultSet {
     for key in keys::all() {
         if let Get::Global(get) = key.get {
             add(key.dotted(), get(&c), key);
+        }
+    }
+    // PgBouncer's names of the same integers, which pgbouncer_exporter and
+    // dashboards read (max_client_conn, max_user_connections).
+    for (pgbouncer, dotted) in crate::import::same_integer_settings() {
+        if let Some(key) = keys::by_dotted(&dotted) {
+            if let Get::Global(get) = key.get {
+                add(pgbouncer.to_string(), get(&c), key);
+            }
         }
     }
     for (name, db) in &c.databases {
