@@ -3,9 +3,10 @@
 //!
 //! Privileges are checked per command, at the time it runs, against the
 //! configuration in force then (CVE-2026-6667 was a command path that
-//! skipped the check): every command handler takes an [`Authorized`] proof,
-//! which only [`Authorized::check`] can make (called by
-//! `Console::authorize`), so a handler that forgot the check would not
+//! skipped the check): every SHOW handler takes an [`Authorized`] proof and
+//! every other handler an [`Admin`] proof, which only their `check` can make
+//! (called by `Console::authorize` and `Console::authorize_admin`), so a
+//! handler that forgot the check, or asked for the weaker one, would not
 //! compile.
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,21 +1,27 @@
-//! The admin console: the virtual database `pgharbor`, for users in
-//! `admin.users`, who log in like any other user (trust, md5 or SCRAM
-//! against the auth file). No backend is involved.
+//! The admin console: the virtual database `pgharbor` (or `pgbouncer`,
+//! PgBouncer's name, for tools written for it), for users in `admin.users`
+//! (every command) and `admin.stats_users` (SHOW only), who log in like any
+//! other user (trust, md5 or SCRAM against the auth file). No backend is
+//! involved.
 //!
 //! Commands (simple query protocol only; case-insensitive; one per query):
-//! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW DATABASES`,
-//! `SHOW POOLS`, `SHOW STATS` (PgBouncer's columns, see [`show`]),
+//! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW CONFIG_RELOAD`,
+//! `SHOW DATABASES`, `SHOW USERS`, `SHOW POOLS`, `SHOW STATS`, `SHOW LISTS`,
+//! `SHOW MEM`, `SHOW STATE` (PgBouncer's columns, see [`show`]),
 //! `SHOW CLIENTS`, `SHOW SERVERS` (see [`sockets`]), `SHOW OVERHEAD`
 //! (pgharbor's establishment-versus-transfer report, see [`overhead`]),
-//! `PAUSE [db]`, `RESUME [db]`, `KILL db` (see [`control`]), `RELOAD` and
-//! `SHUTDOWN`. Every command checks the user's privilege itself, against the
-//! configuration in force when it runs.
+//! `PAUSE [db]`, `RESUME [db]`, `KILL db`, `KILL_CLIENT id`, `DISABLE db`,
+//! `ENABLE db`, `RECONNECT [db]`, `WAIT_CLOSE [db]`, `RELOAD`, `SHUTDOWN`
+//! (see [`control`]) and `SET key = value` (see [`set`]). Every command
+//! checks the user's privilege itself, against the configuration in force
+//! when it runs.
 //!
-//! Layout: [`Authorized`] below is the privilege proof, [`console`] runs the
-//! session and asks for the proof per command,
-//! [`commands`] parses the command language, [`show`], [`sockets`],
-//! [`overhead`] and [`control`] carry out the commands, [`rows`] encodes
-//! result sets. [`metrics`] is the Prometheus endpoint.
+//! Layout: [`Authorized`] (may SHOW) and [`Admin`] (may change the
+//! pooler's state) below are the privilege proofs, [`console`] runs the
+//! session and asks for the proof per command, [`commands`] parses the
+//! command language, [`show`], [`sockets`], [`overhead`], [`control`] and
+//! [`set`] carry out the commands, [`rows`] encodes result sets.
+//! [`metrics`] is the Prometheus endpoint.
 
 pub mod commands;
 pub mod console;
