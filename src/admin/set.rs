@@ -4,6 +4,8 @@
 //! applies at once or to new logins can be SET; a key that waits for new
 //! pools or a restart is refused, as SET could not keep its promise. A
 //! later RELOAD reads the file again, which undoes the SET (as in PgBouncer).
+//! Like a RELOAD, a SET loads the auth file and certificate the
+//! configuration names afresh, so changes made to those files take effect too.
 
 use super::Admin;
 use crate::config::keys::{self, Reload};
