@@ -6,7 +6,9 @@
 //! It sits below `client` and `admin`, which both hold it; the binary wires
 //! the listener to `client` (see `client::accept`).
 
-use std::sync::{Arc, RwLock};
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -79,6 +81,9 @@ pub struct Pooler {
     pub clients: Arc<ClientRegistry>,
     /// One permit per allowed client (`max_client_conn`).
     pub client_slots: Arc<Semaphore>,
+    /// How many permits `client_slots` started with (`max_client_conn` at
+    /// start-up: a reload does not change it).
+    pub client_slots_total: usize,
     mock_seed: [u8; 32],
     /// Cancelled on SIGTERM/SIGINT: stop accepting.
     pub stop_accepting: CancellationToken,
@@ -90,6 +95,10 @@ pub struct Pooler {
     pub statements: StatementRegistry,
     /// Read buffers shed by idle clients, for the next read of any client.
     pub buffers: Arc<BufStash>,
+    /// Databases DISABLEd on the admin console: their new logins are refused.
+    disabled: Mutex<BTreeSet<String>>,
+    /// Admin console sessions open now (SHOW LISTS counts them as clients).
+    pub console_sessions: AtomicUsize,
 }
 
 /// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
@@ -112,6 +121,7 @@ impl Pooler {
         let stats = Arc::new(Stats::new());
         let pooler = Arc::new(Pooler {
             client_slots: Arc::new(Semaphore::new(snapshot.config.pool.max_client_conn)),
+            client_slots_total: snapshot.config.pool.max_client_conn,
             current: RwLock::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(()),
             pools: PoolRegistry::new(stats.clone()),
@@ -124,6 +134,8 @@ impl Pooler {
             tasks: TaskTracker::new(),
             statements: Default::default(),
             buffers: Arc::default(),
+            disabled: Mutex::default(),
+            console_sessions: AtomicUsize::new(0),
         });
         let snap = pooler.snapshot();
         pooler
@@ -150,7 +162,18 @@ impl Pooler {
     /// step (new logins use them), then gives the existing pools the new
     /// credentials. A file that fails to load keeps the old snapshot whole.
     pub async fn reload(&self, config: Config) -> Result<(), PoolerError> {
+        self.reload_from(|_| Ok::<_, PoolerError>(config)).await
+    }
+
+    /// [`Pooler::reload`] with a configuration `make` builds from the one in
+    /// force, under the reload lock, so no other reload slips in between
+    /// (the console's SET).
+    pub async fn reload_from<E: From<PoolerError>>(
+        &self,
+        make: impl FnOnce(&Config) -> Result<Config, E>,
+    ) -> Result<(), E> {
         let _one_at_a_time = self.reloading.lock().await;
+        let config = make(&self.config())?;
         let next = Arc::new(Snapshot::load(config).await?);
         let old = match self.current.write() {
             Ok(mut c) => std::mem::replace(&mut *c, next.clone()),
@@ -178,6 +201,28 @@ impl Pooler {
     ) -> Result<Arc<Pool>, NoPool> {
         let auth = snap.auth_file.as_deref();
         self.pools.pool_for(&snap.config, auth, database, user)
+    }
+
+    /// DISABLE (`true`) or ENABLE (`false`) new logins to `database`;
+    /// false when it already was so.
+    pub fn set_disabled(&self, database: &str, disabled: bool) -> bool {
+        let mut set = match self.disabled.lock() {
+            Ok(s) => s,
+            Err(p) => p.into_inner(),
+        };
+        if disabled {
+            set.insert(database.to_string())
+        } else {
+            set.remove(database)
+        }
+    }
+
+    /// True while `database` is DISABLEd.
+    pub fn is_disabled(&self, database: &str) -> bool {
+        match self.disabled.lock() {
+            Ok(s) => s.contains(database),
+            Err(p) => p.into_inner().contains(database),
+        }
     }
 
     /// Seed for mock SCRAM salts of unknown users.

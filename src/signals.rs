@@ -27,7 +27,7 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, Signal as Stream, SignalKind};
 
 use crate::admin::control;
-use crate::admin::Authorized;
+use crate::admin::Admin;
 use crate::pooler::Pooler;
 
 /// A signal pgharbor handles.
@@ -142,7 +142,7 @@ impl Signals {
 pub fn pause(pooler: &Arc<Pooler>) {
     let pooler = pooler.clone();
     tokio::spawn(async move {
-        match control::pause(&pooler, None, &Authorized::by_signal()).await {
+        match control::pause(&pooler, None, &Admin::by_signal()).await {
             Ok(()) => tracing::info!("SIGUSR1: paused; no backend is lent out"),
             Err(e) => tracing::warn!(error = %e.message, "SIGUSR1: PAUSE refused"),
         }
@@ -151,7 +151,7 @@ pub fn pause(pooler: &Arc<Pooler>) {
 
 /// SIGUSR2: the console's RESUME of every database.
 pub fn resume(pooler: &Pooler) {
-    if let Err(e) = control::resume(pooler, None, &Authorized::by_signal()) {
+    if let Err(e) = control::resume(pooler, None, &Admin::by_signal()) {
         tracing::warn!(error = %e.message, "SIGUSR2: RESUME refused");
     }
 }

@@ -127,11 +127,16 @@ async fn show_commands_report_a_known_workload() {
     let r = dbs.find(&[("name", "other"), ("force_user", TRUST_USER)]);
     assert_eq!(dbs.int(r, "current_connections"), 0);
 
-    let config = show(&admin, "SHOW CONFIG").await;
+    // PgBouncer's four columns (pgbouncer_exporter accepts no others); the
+    // reload column is SHOW CONFIG_RELOAD's.
+    let plain = show(&admin, "SHOW CONFIG").await;
+    assert_eq!(plain.columns, ["key", "value", "default", "changeable"]);
+    let config = show(&admin, "SHOW CONFIG_RELOAD").await;
     assert_eq!(
         config.columns,
         ["key", "value", "default", "changeable", "reload"]
     );
+    assert_eq!(plain.rows.len(), config.rows.len());
     let port = pooler.port().to_string();
     config.find(&[
         ("key", "listen.port"),
@@ -227,14 +232,21 @@ async fn errors_keep_the_session_and_violations_end_it() {
     );
     for sql in [
         "SHOW",
-        "SHOW USERS",
+        "SHOW FDS",
         "SUSPEND",
+        "SET",
+        "SET pool.mode",
+        "KILL_CLIENT",
         "KILL",
         "SELECT 1",
         "SHOW POOLS; SHOW STATS",
     ] {
         assert_eq!(fails(&c, sql).await.0, "42601", "{sql}");
     }
+    assert_eq!(fails(&c, "KILL_CLIENT abc").await.0, "22P02");
+    assert_eq!(fails(&c, "KILL_CLIENT 999999").await.0, "42704");
+    assert_eq!(fails(&c, "SET nosuch.key = 1").await.0, "42704");
+    assert_eq!(fails(&c, "DISABLE nosuchdb").await.0, "3D000");
     assert!(c.simple_query(" ; ").await.is_ok(), "empty query");
     assert_eq!(show(&c, "  show\tVERSION ;").await.rows.len(), 1);
 

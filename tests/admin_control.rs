@@ -1,5 +1,7 @@
 //! The admin console, control side: SHOW CLIENTS/SERVERS around PAUSE,
-//! RESUME and KILL; RELOAD taking effect on the next command; SHUTDOWN.
+//! RESUME and KILL; RELOAD taking effect on the next command; SHUTDOWN;
+//! DISABLE/ENABLE, RECONNECT/WAIT_CLOSE, KILL_CLIENT and SET; what
+//! `admin.stats_users` may and may not do.
 
 mod common;
 #[path = "admin_support/mod.rs"]
@@ -8,7 +10,9 @@ mod support;
 use std::time::Duration;
 
 use common::wait::wait_until;
-use common::{connect_err, connect_ok, PgCluster, Pooler, Transport, SCRAM_USER, TEST_DB};
+use common::{
+    connect_err, connect_ok, psql_ok, PgCluster, Pooler, Transport, MD5_USER, SCRAM_USER, TEST_DB,
+};
 use support::{console, fails, opts, show, show_until, ADMIN_DB};
 use tokio_postgres::SimpleQueryMessage;
 
@@ -151,4 +155,227 @@ async fn shutdown_stops_the_pooler() {
         wait_until(Duration::from_secs(1), || !socket.exists()),
         "socket file left behind"
     );
+}
+
+/// The backend pid a session-mode client holds.
+async fn backend_pid(c: &tokio_postgres::Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("pg_backend_pid")
+        .get(0)
+}
+
+/// True while PostgreSQL has a session with process id `pid`.
+async fn pg_has(direct: &tokio_postgres::Client, pid: i32) -> bool {
+    let row = direct
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+            &[&pid],
+        )
+        .await
+        .expect("pg_stat_activity");
+    row.get::<_, i64>(0) == 1
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn disable_refuses_new_logins_and_enable_lets_them_in() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, opts());
+    let console_dsn = pooler.conninfo(Transport::Unix, SCRAM_USER.0, None, ADMIN_DB);
+    let app = pooler.conninfo(Transport::Tcp, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let inside = connect_ok(&app).await;
+
+    psql_ok(&console_dsn, Some(SCRAM_USER.1), "DISABLE harbor_test;");
+    let refused = connect_err(&app).await;
+    assert_eq!(
+        (refused.severity.as_str(), refused.code.as_str()),
+        ("FATAL", "55000")
+    );
+    assert_eq!(
+        refused.message,
+        "database \"harbor_test\" is not currently accepting connections"
+    );
+    // Those already in stay in.
+    assert_eq!(inside.simple_query("SELECT 1").await.unwrap().len(), 3);
+    let admin = console(&pooler, Transport::Tcp).await;
+    let dbs = show(&admin, "SHOW DATABASES").await;
+    assert_eq!(dbs.int(dbs.find(&[("name", TEST_DB)]), "disabled"), 1);
+    assert_eq!(fails(&admin, "DISABLE harbor_test").await.0, "55000");
+    assert_eq!(fails(&admin, "DISABLE pgbouncer").await.0, "55000");
+
+    show(&admin, "ENABLE harbor_test").await;
+    let again = connect_ok(&app).await;
+    assert_eq!(again.simple_query("SELECT 1").await.unwrap().len(), 3);
+    let dbs = show(&admin, "SHOW DATABASES").await;
+    assert_eq!(dbs.int(dbs.find(&[("name", TEST_DB)]), "disabled"), 0);
+    assert_eq!(fails(&admin, "ENABLE harbor_test").await.0, "55000");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reconnect_closes_backends_as_released_and_wait_close_waits_for_them() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, opts());
+    let admin = console(&pooler, Transport::Unix).await;
+    let direct = connect_ok(&pg.conninfo(Transport::Unix, "postgres", None, TEST_DB)).await;
+    let app = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let held = connect_ok(&app).await;
+    let idle = connect_ok(&app).await;
+    let (held_pid, idle_pid) = (backend_pid(&held).await, backend_pid(&idle).await);
+    drop(idle);
+    let idle_text = idle_pid.to_string();
+    show_until(&admin, "SHOW SERVERS", |s| {
+        (0..s.rows.len()).any(|r| {
+            s.get(r, "remote_pid") == Some(idle_text.as_str()) && s.get(r, "state") == Some("idle")
+        })
+    })
+    .await;
+
+    show(&admin, "RECONNECT harbor_test").await;
+    // The idle backend goes at once, the one lent out stays with its client.
+    let servers = show_until(&admin, "SHOW SERVERS", |s| s.rows.len() == 1).await;
+    assert_eq!(servers.int(0, "remote_pid"), i64::from(held_pid));
+    assert!(pg_has(&direct, held_pid).await);
+    assert_eq!(held.simple_query("SELECT 1").await.unwrap().len(), 3);
+    let waiting = {
+        let admin2 = console(&pooler, Transport::Tcp).await;
+        tokio::spawn(async move { admin2.simple_query("WAIT_CLOSE harbor_test").await })
+    };
+    // A newcomer gets a fresh backend meanwhile.
+    let fresh = connect_ok(&app).await;
+    assert_ne!(backend_pid(&fresh).await, held_pid);
+    drop(fresh);
+    assert!(!waiting.is_finished(), "WAIT_CLOSE returned early");
+
+    drop(held);
+    let waited = tokio::time::timeout(Duration::from_secs(5), waiting).await;
+    waited
+        .expect("WAIT_CLOSE hung")
+        .unwrap()
+        .expect("WAIT_CLOSE");
+    assert!(
+        !pg_has(&direct, held_pid).await,
+        "the released backend is still open"
+    );
+    // Backends opened after RECONNECT are kept.
+    let servers = show(&admin, "SHOW SERVERS").await;
+    assert_eq!(servers.rows.len(), 1, "{servers:?}");
+    show(&admin, "WAIT_CLOSE").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_client_ends_that_client_only() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, opts());
+    let admin = console(&pooler, Transport::Tcp).await;
+    let app = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let doomed = connect_ok(&app).await;
+    let clients = show(&admin, "SHOW CLIENTS").await;
+    assert_eq!(clients.rows.len(), 1);
+    let id = clients.int(0, "id");
+    let spared = connect_ok(&app).await;
+
+    show(&admin, &format!("KILL_CLIENT {id}")).await;
+    let e = doomed
+        .simple_query("SELECT 1")
+        .await
+        .expect_err("the killed client is still served");
+    assert!(
+        e.is_closed() || e.as_db_error().map(|d| d.code().code()) == Some("57P01"),
+        "{e:?}"
+    );
+    assert_eq!(spared.simple_query("SELECT 1").await.unwrap().len(), 3);
+    let left = show_until(&admin, "SHOW CLIENTS", |c| c.rows.len() == 1).await;
+    assert_ne!(left.int(0, "id"), id);
+    assert_eq!(fails(&admin, &format!("KILL_CLIENT {id}")).await.0, "42704");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn set_changes_a_runtime_key_and_refuses_the_others() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, opts());
+    let admin = console(&pooler, Transport::Unix).await;
+    let value =
+        |t: &support::Table, key: &str| t.get(t.find(&[("key", key)]), "value").map(str::to_string);
+    let done = admin
+        .simple_query("SET pool.idle_transaction_timeout = '45s';")
+        .await
+        .expect("SET");
+    assert!(matches!(
+        done.last(),
+        Some(SimpleQueryMessage::CommandComplete(_))
+    ));
+    let config = show(&admin, "SHOW CONFIG").await;
+    assert_eq!(
+        value(&config, "pool.idle_transaction_timeout").as_deref(),
+        Some("45s")
+    );
+
+    // psql, and a key a new login reads: the stats user can log in now.
+    let console_dsn = pooler.conninfo(Transport::Unix, SCRAM_USER.0, None, "pgbouncer");
+    psql_ok(
+        &console_dsn,
+        Some(SCRAM_USER.1),
+        "SET admin.stats_users = 'md5_user'",
+    );
+    let monitor = pooler.conninfo(Transport::Tcp, MD5_USER.0, Some(MD5_USER.1), "pgbouncer");
+    let m = connect_ok(&monitor).await;
+    assert_eq!(show(&m, "SHOW STATE").await.rows.len(), 3);
+
+    let (code, msg) = fails(&admin, "SET listen.port = 1").await;
+    assert_eq!(code, "55P02");
+    assert!(
+        msg.contains("listen.port") && msg.contains("restart"),
+        "{msg}"
+    );
+    let (code, msg) = fails(&admin, "SET pool.default_pool_size = 5").await;
+    assert_eq!(code, "55P02");
+    assert!(msg.contains("pools created after"), "{msg}");
+    let (code, msg) = fails(&admin, "SET pool.mode = 'sometimes'").await;
+    assert_eq!(code, "22023");
+    assert!(
+        msg.contains("pool.mode") && msg.contains("sometimes"),
+        "{msg}"
+    );
+    assert_eq!(fails(&admin, "SET max_client_conn = 5").await.0, "42704");
+    assert_eq!(fails(&admin, "SET pool.mode").await.0, "42601");
+    // The refused SETs changed nothing.
+    let config = show(&admin, "SHOW CONFIG").await;
+    assert_eq!(value(&config, "pool.mode").as_deref(), Some("session"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stats_users_may_show_but_not_control() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, opts().stats_users(&[MD5_USER.0]));
+    let monitor = pooler.conninfo(Transport::Unix, MD5_USER.0, Some(MD5_USER.1), ADMIN_DB);
+    let m = connect_ok(&monitor).await;
+    for sql in [
+        "SHOW POOLS",
+        "SHOW CONFIG",
+        "SHOW USERS",
+        "SHOW MEM",
+        "SHOW LISTS",
+    ] {
+        assert!(!show(&m, sql).await.columns.is_empty(), "{sql}");
+    }
+    for sql in [
+        "PAUSE",
+        "RESUME",
+        "RELOAD",
+        "DISABLE harbor_test",
+        "RECONNECT",
+        "KILL_CLIENT 1",
+        "SET pool.mode = 'session'",
+        "SHUTDOWN",
+    ] {
+        let (code, msg) = fails(&m, sql).await;
+        assert_eq!(code, "42501", "{sql}: {msg}");
+        assert!(msg.contains("not in admin.users"), "{msg}");
+    }
+    let state = show(&m, "SHOW STATE").await;
+    state.find(&[("key", "paused"), ("value", "no")]);
+    let out = psql_ok(&monitor, Some(MD5_USER.1), "SHOW VERSION;");
+    assert!(out.starts_with("pgharbor "), "{out}");
+    let mut pooler = pooler;
+    pooler.assert_alive();
 }

@@ -6,9 +6,16 @@
 
 use crate::protocol::PgError;
 
+mod set;
+
+use set::parse_set;
+
 /// The commands the console knows, in the order `SHOW HELP` lists them.
-pub const USAGE: &str = "SHOW HELP|VERSION|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|STATS|OVERHEAD\n\
-     PAUSE [<db>]\nRESUME [<db>]\nKILL <db>\nRELOAD\nSHUTDOWN";
+pub const USAGE: &str =
+    "SHOW HELP|VERSION|CONFIG|CONFIG_RELOAD|DATABASES|POOLS|CLIENTS|SERVERS|USERS|STATS\n\
+     SHOW LISTS|MEM|STATE|OVERHEAD\n\
+     SET key = arg\nRELOAD\nPAUSE [<db>]\nRESUME [<db>]\nDISABLE <db>\nENABLE <db>\n\
+     RECONNECT [<db>]\nKILL <db>\nKILL_CLIENT <id>\nWAIT_CLOSE [<db>]\nSHUTDOWN";
 
 /// How much of an unknown command is quoted back in the error.
 const QUOTE_MAX_CHARS: usize = 80;
@@ -36,6 +43,33 @@ pub enum Command {
     ShowStats,
     /// `SHOW OVERHEAD`: pgharbor's establishment-versus-transfer report.
     ShowOverhead,
+    /// `SHOW CONFIG_RELOAD`: SHOW CONFIG with what a reload does per key.
+    ShowConfigReload,
+    /// `SHOW USERS`
+    ShowUsers,
+    /// `SHOW LISTS`: counts of the pooler's objects.
+    ShowLists,
+    /// `SHOW MEM`: memory held per kind of object.
+    ShowMem,
+    /// `SHOW STATE`: active, paused, suspended.
+    ShowState,
+    /// `SET key = value`: change a key of the running configuration.
+    Set {
+        /// The dotted key, as SHOW CONFIG names it.
+        key: String,
+        /// The value as written, quotes removed.
+        value: String,
+    },
+    /// `DISABLE db`: refuse new logins to the database.
+    Disable(String),
+    /// `ENABLE db`: undo DISABLE.
+    Enable(String),
+    /// `RECONNECT [db]`: close each backend once it is next released.
+    Reconnect(Option<String>),
+    /// `WAIT_CLOSE [db]`: wait until the backends RECONNECT marked are closed.
+    WaitClose(Option<String>),
+    /// `KILL_CLIENT id`: end one client (the id of SHOW CLIENTS).
+    KillClient(u64),
     /// `PAUSE [db]`: hand out no backends; done when none is lent out.
     Pause(Option<String>),
     /// `RESUME [db]`: undo PAUSE or KILL.
@@ -62,6 +96,17 @@ impl Command {
             Command::ShowServers => "SHOW SERVERS",
             Command::ShowStats => "SHOW STATS",
             Command::ShowOverhead => "SHOW OVERHEAD",
+            Command::ShowConfigReload => "SHOW CONFIG_RELOAD",
+            Command::ShowUsers => "SHOW USERS",
+            Command::ShowLists => "SHOW LISTS",
+            Command::ShowMem => "SHOW MEM",
+            Command::ShowState => "SHOW STATE",
+            Command::Set { .. } => "SET",
+            Command::Disable(_) => "DISABLE",
+            Command::Enable(_) => "ENABLE",
+            Command::Reconnect(_) => "RECONNECT",
+            Command::WaitClose(_) => "WAIT_CLOSE",
+            Command::KillClient(_) => "KILL_CLIENT",
             Command::Pause(_) => "PAUSE",
             Command::Resume(_) => "RESUME",
             Command::Kill(_) => "KILL",
@@ -71,11 +116,23 @@ impl Command {
     }
 }
 
+impl Command {
+    /// True for the commands that only read (SHOW): `admin.stats_users` may
+    /// run these; every other command needs `admin.users`.
+    pub fn only_reads(&self) -> bool {
+        self.name().starts_with("SHOW ") || *self == Command::Empty
+    }
+}
+
 /// Parses one simple-query string (without its terminating NUL).
 pub fn parse(sql: &str) -> Result<Command, PgError> {
     let text = sql.trim_matches(|c: char| c.is_ascii_whitespace() || c == ';');
     if text.is_empty() {
         return Ok(Command::Empty);
+    }
+    // Before the one-command rule: a quoted SET value may hold a ';'.
+    if let Some(rest) = strip_word(text, "set") {
+        return parse_set(rest);
     }
     if text.contains(';') {
         return Err(
@@ -100,16 +157,42 @@ pub fn parse(sql: &str) -> Result<Command, PgError> {
             "servers" => Command::ShowServers,
             "stats" => Command::ShowStats,
             "overhead" => Command::ShowOverhead,
+            "config_reload" => Command::ShowConfigReload,
+            "users" => Command::ShowUsers,
+            "lists" => Command::ShowLists,
+            "mem" => Command::ShowMem,
+            "state" => Command::ShowState,
             _ => return Err(unknown(text)),
         },
         ["pause"] | ["pause", _] => Command::Pause(arg),
         ["resume"] | ["resume", _] => Command::Resume(arg),
         ["kill", _] => Command::Kill(arg.unwrap_or_default()),
+        ["kill_client", _] => Command::KillClient(client_id(arg.as_deref().unwrap_or(""))?),
+        ["disable", _] => Command::Disable(arg.unwrap_or_default()),
+        ["enable", _] => Command::Enable(arg.unwrap_or_default()),
+        ["reconnect"] | ["reconnect", _] => Command::Reconnect(arg),
+        ["wait_close"] | ["wait_close", _] => Command::WaitClose(arg),
         ["reload"] => Command::Reload,
         ["shutdown"] => Command::Shutdown,
         _ => return Err(unknown(text)),
     };
     Ok(command)
+}
+
+/// What follows `word` (any case) and whitespace at the start of `text`.
+fn strip_word<'a>(text: &'a str, word: &str) -> Option<&'a str> {
+    let head = text.get(..word.len())?;
+    let rest = &text[word.len()..];
+    (head.eq_ignore_ascii_case(word) && rest.starts_with(|c: char| c.is_ascii_whitespace()))
+        .then_some(rest)
+}
+
+/// KILL_CLIENT's argument: the `id` column of SHOW CLIENTS.
+fn client_id(word: &str) -> Result<u64, PgError> {
+    word.parse().map_err(|_| {
+        PgError::error("22P02", format!("invalid client id \"{word}\""))
+            .with_hint("KILL_CLIENT takes the id column of SHOW CLIENTS, a number.")
+    })
 }
 
 /// Splits on ASCII whitespace into words: bare (`[A-Za-z0-9_]`, or any
@@ -218,10 +301,55 @@ mod tests {
             ("KILL app", Command::Kill("app".into())),
             ("kill \"Åsa\"", Command::Kill("Åsa".into())),
             ("kill base_données", Command::Kill("base_données".into())),
+            ("show users", Command::ShowUsers),
+            ("SHOW LISTS;", Command::ShowLists),
+            ("show mem", Command::ShowMem),
+            ("SHOW STATE", Command::ShowState),
+            ("show config_reload", Command::ShowConfigReload),
+            ("DISABLE app", Command::Disable("app".into())),
+            ("enable \"my db\"", Command::Enable("my db".into())),
+            ("RECONNECT", Command::Reconnect(None)),
+            ("reconnect app;", Command::Reconnect(Some("app".into()))),
+            ("WAIT_CLOSE", Command::WaitClose(None)),
+            ("wait_close app", Command::WaitClose(Some("app".into()))),
+            ("KILL_CLIENT 1234", Command::KillClient(1234)),
         ];
+
         for (sql, want) in cases {
             assert_eq!(parse(sql), Ok(want), "{sql:?}");
         }
+    }
+
+    #[test]
+    fn only_show_commands_only_read() {
+        for sql in [
+            "SHOW POOLS",
+            "show help",
+            "SHOW USERS",
+            "SHOW CONFIG_RELOAD",
+        ] {
+            assert!(parse(sql).unwrap().only_reads(), "{sql}");
+        }
+        for sql in [
+            "PAUSE",
+            "RELOAD",
+            "SET a.b = 1",
+            "KILL_CLIENT 1",
+            "DISABLE x",
+            "SHUTDOWN",
+        ] {
+            assert!(!parse(sql).unwrap().only_reads(), "{sql}");
+        }
+    }
+
+    #[test]
+    fn kill_client_needs_a_number() {
+        assert_eq!(code("KILL_CLIENT abc"), "22P02");
+        assert_eq!(code("KILL_CLIENT 99999999999999999999999"), "22P02");
+        assert_eq!(code("KILL_CLIENT"), "42601");
+        assert_eq!(code("KILL_CLIENT -1"), "42601");
+        assert_eq!(code("DISABLE"), "42601");
+        assert_eq!(code("RECONNECT a b"), "42601");
     }
 
     #[test]

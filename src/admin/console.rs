@@ -3,11 +3,13 @@
 //!
 //! Privileges are checked per command, at the time it runs, against the
 //! configuration in force then (CVE-2026-6667 was a command path that
-//! skipped the check): every command handler takes an [`Authorized`] proof,
-//! which only [`Authorized::check`] can make (called by
-//! `Console::authorize`), so a handler that forgot the check would not
+//! skipped the check): every SHOW handler takes an [`Authorized`] proof and
+//! every other handler an [`Admin`] proof, which only their `check` can make
+//! (called by `Console::authorize` and `Console::authorize_admin`), so a
+//! handler that forgot the check, or asked for the weaker one, would not
 //! compile.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -15,8 +17,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::commands::{self, Command, USAGE};
 use super::rows::{command_complete, empty_query_response};
-use super::{control, overhead, show, sockets};
-use super::{is_admin, AdminError, Authorized};
+use super::{control, overhead, set, show, sockets};
+use super::{may_show, Admin, AdminError, Authorized};
 use crate::config::Config;
 use crate::pooler::Pooler;
 use crate::protocol::messages::TxStatus;
@@ -36,6 +38,22 @@ enum After {
     Shutdown,
 }
 
+/// Counts a console session in [`Pooler::console_sessions`] while it lives.
+struct Counted<'a>(&'a AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(count: &'a AtomicUsize) -> Counted<'a> {
+        count.fetch_add(1, Ordering::Relaxed);
+        Counted(count)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// An authenticated console session.
 struct Console<'a> {
     pooler: &'a Arc<Pooler>,
@@ -46,7 +64,8 @@ struct Console<'a> {
 /// `login_config` (the login's snapshot, also the one `admin.users` is
 /// checked against at entry). `reply` holds
 /// what must precede AuthenticationOk (a SCRAM server-final message). A user
-/// not in `admin.users` gets FATAL 28000, which the caller sends.
+/// in neither `admin.users` nor `admin.stats_users` gets FATAL 28000, which
+/// the caller sends.
 pub async fn run(
     stream: &mut Stream,
     buf: &mut FrameBuf,
@@ -55,12 +74,14 @@ pub async fn run(
     user: &str,
     reply: BytesMut,
 ) -> Result<(), AdminError> {
-    if !is_admin(login_config, user) {
+    if !may_show(login_config, user) {
         return Err(AdminError::Refused(
-            PgError::fatal("28000", "not allowed to connect to the admin console")
-                .with_hint(format!("Add \"{user}\" to admin.users to use the console.")),
+            PgError::fatal("28000", "not allowed to connect to the admin console").with_hint(
+                format!("Add \"{user}\" to admin.users (or admin.stats_users, to SHOW only) to use the console."),
+            ),
         ));
     }
+    let _counted = Counted::new(&pooler.console_sessions);
     // A registered key whose slot stays empty: cancel requests for it are
     // dropped, and no client's real key can collide with it.
     let cancel_key = pooler.cancels.issue(None);
@@ -155,10 +176,27 @@ impl Console<'_> {
         }
     }
 
-    /// Checks that the user is still in `admin.users` of the configuration in
-    /// force now, so a RELOAD that removes them takes effect on their next command.
+    /// The proof that the user may SHOW, checked against the configuration
+    /// in force now, so a RELOAD that removes them takes effect on their
+    /// next command.
     fn authorize(&self, cmd: &Command) -> Result<Authorized, PgError> {
         if let Some(proof) = Authorized::check(&self.pooler.config(), self.user) {
+            return Ok(proof);
+        }
+        Err(PgError::error(
+            "42501",
+            format!(
+                "permission denied for {}: user \"{}\" is not in admin.users or admin.stats_users",
+                cmd.name(),
+                self.user
+            ),
+        ))
+    }
+
+    /// The proof that the user may change the pooler's state, checked the
+    /// same way: `admin.stats_users` may only SHOW.
+    fn authorize_admin(&self, cmd: &Command) -> Result<Admin, PgError> {
+        if let Some(proof) = Admin::check(&self.pooler.config(), self.user) {
             return Ok(proof);
         }
         Err(PgError::error(
@@ -168,7 +206,8 @@ impl Console<'_> {
                 cmd.name(),
                 self.user
             ),
-        ))
+        )
+        .with_hint("Users in admin.stats_users may run SHOW commands only."))
     }
 
     /// Runs one query string, appending its answer (without ReadyForQuery) to `out`.
@@ -178,53 +217,81 @@ impl Console<'_> {
             empty_query_response(out);
             return Ok(After::Continue);
         }
-        let auth = self.authorize(&cmd)?;
+        let read = self.authorize(&cmd)?;
         tracing::info!(user = self.user, command = cmd.name(), "admin command");
-        let pooler = self.pooler.as_ref();
-        let rows = match cmd {
-            Command::Empty => return Ok(After::Continue),
-            Command::ShowHelp => {
-                help().encode(out);
-                command_complete(out, "SHOW");
-                return Ok(After::Continue);
-            }
-            Command::ShowVersion => show::version(&auth),
-            Command::ShowConfig => show::config(pooler, &auth),
-            Command::ShowDatabases => show::databases(pooler, &auth),
-            Command::ShowPools => show::pools(pooler, &auth),
-            Command::ShowClients => sockets::clients(pooler, &auth),
-            Command::ShowServers => sockets::servers(pooler, &auth),
-            Command::ShowStats => show::stats(pooler, &auth),
-            Command::ShowOverhead => overhead::overhead(pooler, &auth),
-            Command::Pause(db) => {
-                control::pause(pooler, db.as_deref(), &auth).await?;
-                command_complete(out, "PAUSE");
-                return Ok(After::Continue);
-            }
-            Command::Resume(db) => {
-                control::resume(pooler, db.as_deref(), &auth)?;
-                command_complete(out, "RESUME");
-                return Ok(After::Continue);
-            }
-            Command::Kill(db) => {
-                control::kill(pooler, &db, &auth).await?;
-                command_complete(out, "KILL");
-                return Ok(After::Continue);
-            }
-            Command::Reload => {
-                reload(pooler, &auth).await?;
-                command_complete(out, "RELOAD");
-                return Ok(After::Continue);
-            }
-            Command::Shutdown => {
-                shutdown(&auth)?;
-                command_complete(out, "SHUTDOWN");
-                return Ok(After::Shutdown);
-            }
-        };
-        rows.encode(out, "SHOW");
-        Ok(After::Continue)
+        if cmd.only_reads() {
+            show(self.pooler, cmd, &read, out)?;
+            return Ok(After::Continue);
+        }
+        let admin = self.authorize_admin(&cmd)?;
+        let (tag, after) = control(self.pooler, cmd, &admin).await?;
+        command_complete(out, tag);
+        Ok(after)
     }
+}
+
+/// Answers a SHOW command.
+fn show(
+    pooler: &Pooler,
+    cmd: Command,
+    auth: &Authorized,
+    out: &mut BytesMut,
+) -> Result<(), PgError> {
+    let rows = match cmd {
+        Command::ShowHelp => {
+            help().encode(out);
+            command_complete(out, "SHOW");
+            return Ok(());
+        }
+        Command::ShowVersion => show::version(auth),
+        Command::ShowConfig => show::config(pooler, auth),
+        Command::ShowConfigReload => show::config_reload(pooler, auth),
+        Command::ShowDatabases => show::databases(pooler, auth),
+        Command::ShowPools => show::pools(pooler, auth),
+        Command::ShowClients => sockets::clients(pooler, auth),
+        Command::ShowServers => sockets::servers(pooler, auth),
+        Command::ShowUsers => show::users(pooler, auth),
+        Command::ShowStats => show::stats(pooler, auth),
+        Command::ShowLists => show::lists(pooler, auth),
+        Command::ShowMem => show::mem(pooler, auth),
+        Command::ShowState => show::state(pooler, auth),
+        Command::ShowOverhead => overhead::overhead(pooler, auth),
+        other => return Err(not_here(&other)),
+    };
+    rows.encode(out, "SHOW");
+    Ok(())
+}
+
+/// Runs a command that changes the pooler's state; its CommandComplete tag.
+async fn control(
+    pooler: &Pooler,
+    cmd: Command,
+    admin: &Admin,
+) -> Result<(&'static str, After), PgError> {
+    let tag = cmd.name();
+    match cmd {
+        Command::Pause(db) => control::pause(pooler, db.as_deref(), admin).await?,
+        Command::Resume(db) => control::resume(pooler, db.as_deref(), admin)?,
+        Command::Kill(db) => control::kill(pooler, &db, admin).await?,
+        Command::KillClient(id) => control::kill_client(pooler, id, admin)?,
+        Command::Disable(db) => control::set_disabled(pooler, &db, true, admin)?,
+        Command::Enable(db) => control::set_disabled(pooler, &db, false, admin)?,
+        Command::Reconnect(db) => control::reconnect(pooler, db.as_deref(), admin)?,
+        Command::WaitClose(db) => control::wait_close(pooler, db.as_deref(), admin).await?,
+        Command::Set { key, value } => set::set(pooler, &key, &value, admin).await?,
+        Command::Reload => control::reload(pooler, admin).await?,
+        Command::Shutdown => {
+            control::shutdown(admin)?;
+            return Ok((tag, After::Shutdown));
+        }
+        other => return Err(not_here(&other)),
+    }
+    Ok((tag, After::Continue))
+}
+
+/// A command dispatched to the wrong half (a bug, reported rather than a panic).
+fn not_here(cmd: &Command) -> PgError {
+    PgError::error("XX000", format!("{} is not handled here", cmd.name()))
 }
 
 /// The query string of a Query message: one NUL-terminated string and nothing
@@ -254,43 +321,6 @@ fn help() -> PgError {
         detail: Some(format!("\n\t{}", USAGE.replace('\n', "\n\t"))),
         hint: None,
     }
-}
-
-/// RELOAD: the config file and auth file again, as on SIGHUP; a broken file
-/// keeps the old configuration and says why.
-async fn reload(pooler: &Pooler, _: &Authorized) -> Result<(), PgError> {
-    // First, so log rotation works even while the config file is broken.
-    crate::service::logfile::reopen();
-    let failed = |e: String| {
-        PgError::error("F0000", format!("RELOAD failed: {e}"))
-            .with_hint("The old configuration stays in use; fix the file and RELOAD again.")
-    };
-    let path = pooler.config().path.clone();
-    let config = Config::load(&path).map_err(|e| failed(e.to_string()))?;
-    pooler
-        .reload(config)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
-    tracing::info!("configuration reloaded (admin console RELOAD)");
-    Ok(())
-}
-
-/// SHUTDOWN: sends this process SIGTERM, so the one graceful path in `main`
-/// runs (stop accepting, let sessions finish within `shutdown_timeout`).
-fn shutdown(_: &Authorized) -> Result<(), PgError> {
-    tracing::info!("SHUTDOWN from the admin console");
-    let pid = libc::pid_t::try_from(std::process::id())
-        .map_err(|_| PgError::error("XX000", "process id out of range"))?;
-    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
-    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(PgError::error(
-            "XX000",
-            format!("cannot signal shutdown: {e}"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,21 +1,27 @@
-//! The admin console: the virtual database `pgharbor`, for users in
-//! `admin.users`, who log in like any other user (trust, md5 or SCRAM
-//! against the auth file). No backend is involved.
+//! The admin console: the virtual database `pgharbor` (or `pgbouncer`,
+//! PgBouncer's name, for tools written for it), for users in `admin.users`
+//! (every command) and `admin.stats_users` (SHOW only), who log in like any
+//! other user (trust, md5 or SCRAM against the auth file). No backend is
+//! involved.
 //!
 //! Commands (simple query protocol only; case-insensitive; one per query):
-//! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW DATABASES`,
-//! `SHOW POOLS`, `SHOW STATS` (PgBouncer's columns, see [`show`]),
+//! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW CONFIG_RELOAD`,
+//! `SHOW DATABASES`, `SHOW USERS`, `SHOW POOLS`, `SHOW STATS`, `SHOW LISTS`,
+//! `SHOW MEM`, `SHOW STATE` (PgBouncer's columns, see [`show`]),
 //! `SHOW CLIENTS`, `SHOW SERVERS` (see [`sockets`]), `SHOW OVERHEAD`
 //! (pgharbor's establishment-versus-transfer report, see [`overhead`]),
-//! `PAUSE [db]`, `RESUME [db]`, `KILL db` (see [`control`]), `RELOAD` and
-//! `SHUTDOWN`. Every command checks the user's privilege itself, against the
-//! configuration in force when it runs.
+//! `PAUSE [db]`, `RESUME [db]`, `KILL db`, `KILL_CLIENT id`, `DISABLE db`,
+//! `ENABLE db`, `RECONNECT [db]`, `WAIT_CLOSE [db]`, `RELOAD`, `SHUTDOWN`
+//! (see [`control`]) and `SET key = value` (see [`set`]). Every command
+//! checks the user's privilege itself, against the configuration in force
+//! when it runs.
 //!
-//! Layout: [`Authorized`] below is the privilege proof, [`console`] runs the
-//! session and asks for the proof per command,
-//! [`commands`] parses the command language, [`show`], [`sockets`],
-//! [`overhead`] and [`control`] carry out the commands, [`rows`] encodes
-//! result sets. [`metrics`] is the Prometheus endpoint.
+//! Layout: [`Authorized`] (may SHOW) and [`Admin`] (may change the
+//! pooler's state) below are the privilege proofs, [`console`] runs the
+//! session and asks for the proof per command, [`commands`] parses the
+//! command language, [`show`], [`sockets`], [`overhead`], [`control`] and
+//! [`set`] carry out the commands, [`rows`] encodes result sets.
+//! [`metrics`] is the Prometheus endpoint.
 
 pub mod commands;
 pub mod console;
@@ -23,6 +29,7 @@ pub mod control;
 pub mod metrics;
 pub mod overhead;
 pub mod rows;
+pub mod set;
 pub mod show;
 pub mod sockets;
 
@@ -32,7 +39,7 @@ use crate::stream::ReadError;
 
 /// Runs an admin console session for an authenticated user (see [`console::run`]).
 pub use console::run as serve;
-pub use proof::Authorized;
+pub use proof::{Admin, Authorized};
 
 /// Why an admin console session ended early.
 #[derive(Debug, thiserror::Error)]
@@ -64,33 +71,62 @@ impl From<ReadError> for AdminError {
     }
 }
 
-/// True when `user` may use the admin console under `config`.
+/// True when `user` may run every console command under `config` (`admin.users`).
 pub fn is_admin(config: &Config, user: &str) -> bool {
     config.admin.users.iter().any(|u| u == user)
 }
 
-/// The privilege proof, in a module of its own so that nothing in `admin`
-/// can build one except through [`Authorized::check`].
+/// True when `user` may log in to the console and SHOW under `config`
+/// (`admin.users` or `admin.stats_users`).
+pub fn may_show(config: &Config, user: &str) -> bool {
+    is_admin(config, user) || config.admin.stats_users.iter().any(|u| u == user)
+}
+
+/// The privilege proofs, in a module of their own so that nothing in
+/// `admin` can build one except through their `check`.
 mod proof {
     use crate::config::Config;
 
-    /// Proof that the session's user may run a command now: every command
-    /// handler takes one, so a handler that skipped the check would not compile.
+    /// Proof that the session's user may run a SHOW command now (a user of
+    /// `admin.users` or `admin.stats_users`): every SHOW handler takes one,
+    /// so a handler that skipped the check would not compile.
     pub struct Authorized {
         _private: (),
     }
 
     impl Authorized {
-        /// The proof, if `user` is in `admin.users` of `config` (the
-        /// configuration in force when the command runs).
+        /// The proof, if `user` may SHOW under `config` (the configuration
+        /// in force when the command runs).
         pub(in crate::admin) fn check(config: &Config, user: &str) -> Option<Authorized> {
-            super::is_admin(config, user).then_some(Authorized { _private: () })
+            super::may_show(config, user).then_some(Authorized { _private: () })
+        }
+    }
+
+    /// Proof that the session's user may change the pooler's state now (a
+    /// user of `admin.users`): every command other than SHOW takes one.
+    pub struct Admin {
+        read: Authorized,
+    }
+
+    impl Admin {
+        /// The proof, if `user` is in `admin.users` of `config`.
+        pub(in crate::admin) fn check(config: &Config, user: &str) -> Option<Admin> {
+            super::is_admin(config, user).then_some(Admin {
+                read: Authorized { _private: () },
+            })
         }
 
         /// Proof for a command sent as a signal (SIGUSR1 = PAUSE, SIGUSR2 =
         /// RESUME): the kernel lets only root or the process's own user send one.
-        pub(crate) fn by_signal() -> Authorized {
-            Authorized { _private: () }
+        pub(crate) fn by_signal() -> Admin {
+            Admin {
+                read: Authorized { _private: () },
+            }
+        }
+
+        /// An administrator may SHOW too.
+        pub fn read(&self) -> &Authorized {
+            &self.read
         }
     }
 }

@@ -170,6 +170,11 @@ impl BackendIds {
     pub fn next(&self) -> u64 {
         self.0.fetch_add(1, Ordering::Relaxed) + 1
     }
+
+    /// The last id handed out (0 before the first).
+    pub fn last(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// The one owner of one authenticated connection to PostgreSQL: its socket

@@ -18,7 +18,7 @@ use crate::pooler::{Pooler, Snapshot};
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
-use crate::registry::{ClientInfo, ClientState};
+use crate::registry::{ClientEntry, ClientInfo, ClientState};
 use crate::stats::Class;
 use crate::stream::Stream;
 
@@ -126,6 +126,12 @@ pub(super) async fn attach(
         state: ClientState::WaitingForBackend,
         backend: None,
     });
+    // DISABLE refuses the database as PostgreSQL refuses one with
+    // datallowconn off, after authentication; clients already in stay.
+    if pooler.is_disabled(&database) {
+        let _ = stream.write_all(&out).await;
+        return Err(ClientError::Refused(disabled(&database)));
+    }
     let pool = match pooler.pool_in(&snapshot, &database, &user) {
         Ok(pool) => pool,
         Err(e) => {
@@ -155,7 +161,7 @@ pub(super) async fn attach(
         .flatten();
     let (mut lease, shown) = match known {
         Some(shown) => (None, shown),
-        None => match acquire(&pool, ctx.id, &wanted, hint, timings).await {
+        None => match acquire(&pool, ctx.id, &wanted, hint, timings, &entry).await {
             Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
                 let shown = Arc::new(lease.backend().ledger_ref().params().clone());
@@ -258,14 +264,29 @@ async fn acquire(
     wanted: &[(String, String)],
     app_name_hint: Option<&str>,
     timings: &mut LoginTimings,
+    entry: &ClientEntry,
 ) -> Result<Lease, ClientError> {
     let wait_started = Instant::now();
-    let mut lease = pool.acquire(client_id, app_name_hint).await?;
+    // KILL_CLIENT reaches a client still waiting for its first backend too.
+    let mut lease = tokio::select! {
+        l = pool.acquire(client_id, app_name_hint) => l?,
+        _ = entry.kill_token().cancelled() => return Err(ClientError::Shutdown),
+    };
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), wanted).await?;
     timings.first_ready = acquired.elapsed();
     Ok(lease)
+}
+
+/// FATAL 55000 for a login to a DISABLEd database, PostgreSQL's words for
+/// a database that does not allow connections.
+fn disabled(database: &str) -> PgError {
+    PgError::fatal(
+        "55000",
+        format!("database \"{database}\" is not currently accepting connections"),
+    )
+    .with_hint("An administrator ran DISABLE on the admin console; ENABLE lets clients in again.")
 }
 
 /// The user and database a StartupMessage names, as PostgreSQL reads them.

@@ -20,7 +20,7 @@ use tracing::Instrument;
 pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 
-use crate::config::{TcpOptions, ADMIN_DATABASE};
+use crate::config::{is_admin_database, TcpOptions};
 use crate::listener::{ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
@@ -152,7 +152,7 @@ async fn run(
         Ok(Err(e)) => Err(e),
     };
     let session = match login {
-        Ok(login) if login.database == ADMIN_DATABASE => {
+        Ok(login) if is_admin_database(&login.database) => {
             // The admin console is a session of its own, with no backend.
             let mut out = BytesMut::new();
             if let Proof::Scram(success) = &login.proof {

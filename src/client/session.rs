@@ -67,6 +67,7 @@ impl Session {
         let mut scan = Scanner::new();
         let shutdown = pooler.terminate_token();
         let killed = lease.pool().kill_token();
+        let killed_alone = self.entry.kill_token().clone();
         let client_class = Class::client(self.transport, stream.is_tls());
         let mut meter = Meter::new(&pooler.stats, client_class, lease.backend().class());
         // Session pooling renames nothing: the client's names are the server's.
@@ -96,6 +97,7 @@ impl Session {
                 (r, _) = relay => r,
                 _ = shutdown.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())),
                 _ = killed.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("killed".into())),
+                _ = killed_alone.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("KILL_CLIENT".into())),
             }
         };
         let end = match end {
@@ -106,7 +108,8 @@ impl Session {
         meter.flush(None);
         self.entry.set(ClientState::Closing, None);
         self.cancel_key.slot.set(None);
-        let shutting_down = shutdown.is_cancelled() || killed.is_cancelled();
+        let shutting_down =
+            shutdown.is_cancelled() || killed.is_cancelled() || killed_alone.is_cancelled();
         tracing::info!(
             user = %self.user,
             database = %self.database,

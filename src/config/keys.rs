@@ -74,7 +74,7 @@ pub enum Reload {
 }
 
 impl Reload {
-    /// How SHOW CONFIG's `reload` column and the README spell it.
+    /// How SHOW CONFIG_RELOAD's `reload` column and the README spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             Reload::Restart => "restart",

@@ -24,6 +24,7 @@ pub mod keys;
 mod pool;
 mod raw;
 mod service;
+mod set;
 mod sslmode;
 mod tcp;
 mod validate;
@@ -42,6 +43,16 @@ pub use tcp::{Keepalive, TcpOptions};
 
 /// The virtual database name of the admin console; no `[databases.*]` entry may use it.
 pub const ADMIN_DATABASE: &str = "pgharbor";
+
+/// PgBouncer's name for its console, answered by the same console, so tools
+/// written for PgBouncer (pgbouncer_exporter's default `dbname=pgbouncer`)
+/// work unchanged; reserved like [`ADMIN_DATABASE`].
+pub const ADMIN_DATABASE_ALIAS: &str = "pgbouncer";
+
+/// True for the database names that reach the admin console.
+pub fn is_admin_database(name: &str) -> bool {
+    name == ADMIN_DATABASE || name == ADMIN_DATABASE_ALIAS
+}
 
 /// The `[databases."*"]` table: PgBouncer's fallback for database names
 /// with no table of their own (a backend database of the same name).
@@ -113,7 +124,10 @@ impl Config {
     /// resolved against the directory of `path`, which is kept in `Config::path`.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
         let raw = raw::from_toml(text)?;
-        validate::validate(raw, path)
+        let mut config = validate::validate(raw, path)?;
+        // Kept for SET (see `set`); the text parsed once already.
+        config.source = set::Source(text.parse().unwrap_or_default());
+        Ok(config)
     }
 
     /// Checks the files the config names (readable, key permissions, socket
@@ -123,9 +137,10 @@ impl Config {
     }
 
     /// The database entry clients ask for by `name`: its own table, else
-    /// the `"*"` fallback; `None` for unknown names (and the admin console's).
+    /// the `"*"` fallback; `None` for unknown names (and the admin console's
+    /// two names, which the fallback must never serve).
     pub fn database(&self, name: &str) -> Option<&DatabaseConfig> {
-        if name == ADMIN_DATABASE {
+        if is_admin_database(name) {
             return None;
         }
         self.databases
@@ -171,6 +186,8 @@ pub struct Config {
     pub users: BTreeMap<String, UserConfig>,
     /// `[service]`
     pub service: ServiceConfig,
+    /// The TOML it was parsed from, for [`Config::with_setting`].
+    source: set::Source,
 }
 
 /// `[listen]`: sockets the pooler accepts clients on.
@@ -326,6 +343,8 @@ pub struct PoolConfig {
 pub struct AdminConfig {
     /// Users allowed on the `pgharbor` virtual database.
     pub users: Vec<String>,
+    /// Users allowed on the console for SHOW commands only (`stats_users`).
+    pub stats_users: Vec<String>,
     /// Where the Prometheus metrics endpoint listens (HTTP); `None` turns it off.
     pub metrics_listen: Option<std::net::SocketAddr>,
 }

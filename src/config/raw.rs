@@ -107,6 +107,7 @@ pub(super) struct RawPool {
 #[serde(deny_unknown_fields, expecting = "a table")]
 pub(super) struct RawAdmin {
     pub users: Option<Vec<String>>,
+    pub stats_users: Option<Vec<String>>,
     pub metrics_listen: Option<String>,
 }
 

@@ -288,6 +288,8 @@ fn impossible_values_name_their_key() {
         ("[databases.app]\nconninfo = \"\"\npool_size = 0", "databases.app.pool_size: must be at least 1, not 0"),
         ("[databases.app]\nconninfo = \"\"\npool_mode = \"Transaction\"", "databases.app.pool_mode: invalid value \"Transaction\" (expected one of \"session\", \"transaction\", \"statement\")"),
         ("[databases.pgharbor]\nconninfo = \"\"", "databases.pgharbor: the name \"pgharbor\" is reserved for the admin console"),
+        ("[databases.pgbouncer]\nconninfo = \"\"", "databases.pgbouncer: the name \"pgbouncer\" is reserved for the admin console"),
+        ("[admin]\nstats_users = [\"\"]", "admin.stats_users[0]: must not be empty"),
         ("[databases.\"\"]\nconninfo = \"\"", "databases.\"\": database name must not be empty"),
         ("[databases.\"a b\"]\nconninfo = \"port=0\"", "databases.\"a b\".conninfo: invalid port \"0\""),
     ];
@@ -414,4 +416,21 @@ fn metrics_listen_is_an_address_or_unset() {
     let bad =
         Config::parse(&format!("[admin]\nmetrics_listen = \"9930\"\n{base}"), path).unwrap_err();
     assert!(bad.to_string().contains("admin.metrics_listen"), "{bad}");
+}
+
+#[test]
+fn the_fallback_never_serves_the_console_names() {
+    let text = "[auth]\nmethod = \"trust\"\n[databases.\"*\"]\nconninfo = \"host=/tmp\"\n\
+                [admin]\nusers = [\"a\"]\nstats_users = [\"m\", \"n\"]\n";
+    let c = Config::parse(text, std::path::Path::new("/tmp/pgharbor.toml")).unwrap();
+    assert!(
+        c.database("app").is_some(),
+        "the fallback serves other names"
+    );
+    for name in ["pgharbor", "pgbouncer"] {
+        assert!(c.database(name).is_none(), "{name}");
+        assert!(crate::config::is_admin_database(name), "{name}");
+    }
+    assert!(!crate::config::is_admin_database("PgBouncer"));
+    assert_eq!(c.admin.stats_users, ["m", "n"]);
 }

@@ -15,9 +15,9 @@ use super::keys::{self, DefaultValue, Key, Section};
 use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, PoolMode, TlsConfig, TlsVersion, ADMIN_DATABASE, FALLBACK_DATABASE,
+    ListenConfig, PoolMode, TlsConfig, TlsVersion, FALLBACK_DATABASE,
 };
-use crate::config::SslMode;
+use crate::config::{is_admin_database, SslMode};
 
 /// A `sockaddr_un` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -48,7 +48,14 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         })?),
     };
     let admin = AdminConfig {
-        users: admin_users(keys::key(Section::Admin, "users")?.names(raw.admin.users))?,
+        users: admin_users(
+            "admin.users",
+            keys::key(Section::Admin, "users")?.names(raw.admin.users),
+        )?,
+        stats_users: admin_users(
+            "admin.stats_users",
+            keys::key(Section::Admin, "stats_users")?.names(raw.admin.stats_users),
+        )?,
         metrics_listen,
     };
     let mut databases = BTreeMap::new();
@@ -67,6 +74,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         databases,
         users,
         service: super::service::validate(raw.service)?,
+        source: Default::default(),
     })
 }
 
@@ -247,10 +255,10 @@ fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig
     Ok(AuthConfig { method, auth_file })
 }
 
-fn admin_users(users: Vec<String>) -> Result<Vec<String>, ConfigError> {
+fn admin_users(key: &str, users: Vec<String>) -> Result<Vec<String>, ConfigError> {
     if let Some(i) = users.iter().position(|u| u.is_empty()) {
         return Err(ConfigError::invalid(
-            format!("admin.users[{i}]"),
+            format!("{key}[{i}]"),
             "must not be empty",
         ));
     }
@@ -266,10 +274,10 @@ fn database(
     if name.is_empty() {
         return Err(ConfigError::invalid(key, "database name must not be empty"));
     }
-    if name == ADMIN_DATABASE {
+    if is_admin_database(name) {
         return Err(ConfigError::invalid(
             key,
-            format!("the name {ADMIN_DATABASE:?} is reserved for the admin console"),
+            format!("the name {name:?} is reserved for the admin console"),
         ));
     }
     let conninfo_key = format!("{key}.conninfo");

@@ -20,6 +20,23 @@ mod tests;
 use out::{Doc, Value};
 use settings::Rule;
 
+/// PgBouncer's settings that are the same integer in pgharbor, as
+/// (PgBouncer name, pgharbor dotted key): SHOW CONFIG lists them under
+/// PgBouncer's name too, for tools that read them by that name.
+pub fn same_integer_settings() -> impl Iterator<Item = (&'static str, String)> {
+    settings::SETTINGS
+        .iter()
+        .filter_map(|(name, rule)| match rule {
+            Rule::To {
+                table,
+                key,
+                conv: settings::Conv::Int,
+                ..
+            } => Some((*name, format!("{table}.{key}"))),
+            _ => None,
+        })
+}
+
 /// Why a PgBouncer file could not be imported at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {

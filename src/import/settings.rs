@@ -128,7 +128,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("auth_user", none(&[""], "auth_query lookups are not supported: list users in the auth file")),
     ("auth_query", none(&[ANY], "used only with auth_user, which is not supported")),
     ("auth_dbname", none(&[""], "auth_query lookups are not supported")),
-    ("stats_users", none(&[""], "read-only console users are not supported yet: list them in admin.users, or leave them out")),
+    ("stats_users", to("admin", "stats_users", Conv::List)),
     ("scram_iterations", none(&["4096"], "not configurable: verifiers keep the iteration count they were made with")),
     // Pooling.
     ("pool_mode", to("pool", "mode", Conv::PoolMode)),

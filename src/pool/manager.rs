@@ -2,7 +2,7 @@
 //! them on checkout.
 
 use std::io;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -91,6 +91,9 @@ pub struct BackendManager {
     pub(super) prepaid: Mutex<Vec<Vec<OwnedSemaphorePermit>>>,
     /// Ids for the backends it opens, shared by every pool of the pooler.
     pub(super) ids: Arc<BackendIds>,
+    /// RECONNECT: backends with an id up to this one are closed instead of
+    /// being handed out again (ids only grow, so one number marks them all).
+    pub(super) reconnect_upto: AtomicU64,
 }
 
 /// Least time between two connect attempts while the server is failing.
@@ -207,6 +210,14 @@ impl managed::Manager for BackendManager {
         if !obj.clean {
             return Err(RecycleError::message("backend was not reset cleanly"));
         }
+        if self.close_needed(obj.backend.id()) {
+            tracing::info!(
+                backend = obj.backend.id(),
+                reason = RECONNECTED,
+                "backend closed"
+            );
+            return Err(RecycleError::message(RECONNECTED));
+        }
         if let Some(why) = obj.unfit(self.lifetime) {
             tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
@@ -243,7 +254,15 @@ impl managed::Manager for BackendManager {
     }
 }
 
+/// Why a backend marked by RECONNECT is closed.
+pub(super) const RECONNECTED: &str = "RECONNECT";
+
 impl BackendManager {
+    /// True when RECONNECT marked backend `id` to be closed at its release.
+    pub(super) fn close_needed(&self, id: u64) -> bool {
+        id <= self.reconnect_upto.load(Ordering::Relaxed)
+    }
+
     /// Why `link`'s server no longer fits `target_session_attrs`, if it
     /// does not (a standby promoted under `standby`, a primary made
     /// read-only under `read-write`): read from what the server last

@@ -27,10 +27,11 @@ mod lease;
 mod limits;
 mod manager;
 mod params;
+mod reconnect;
 mod registry;
 mod servers;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
@@ -178,6 +179,7 @@ impl Pool {
             pacer: Default::default(),
             prepaid: Mutex::default(),
             ids: settings.backend_ids,
+            reconnect_upto: AtomicU64::new(0),
         };
         let reserve_size = if settings.reserve_timeout.is_zero() {
             0
@@ -386,6 +388,9 @@ impl Pool {
     /// `target_session_attrs`.
     fn retire_reason(&self, obj: &Pooled) -> Option<&'static str> {
         let manager = self.inner.manager();
+        if manager.close_needed(obj.backend.id()) {
+            return Some(manager::RECONNECTED);
+        }
         obj.past_lifetime(manager.lifetime)
             .or_else(|| manager.misfit(&obj.backend))
     }

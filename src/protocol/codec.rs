@@ -45,6 +45,14 @@ impl BufStash {
         self.0.lock().map(|s| s.len()).unwrap_or(0)
     }
 
+    /// Bytes of the buffers held now.
+    pub fn bytes(&self) -> usize {
+        self.0
+            .lock()
+            .map(|s| s.iter().map(Vec::len).sum())
+            .unwrap_or(0)
+    }
+
     /// True when no buffer is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

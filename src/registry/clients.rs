@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::listener::Transport;
 
 /// Where a client is in its life; reported by the admin console.
@@ -77,6 +79,8 @@ struct Live {
     state: AtomicU8,
     /// Backend id, 0 for none (ids start at 1).
     backend: AtomicU64,
+    /// Cancelled by KILL_CLIENT: the session ends (57P01).
+    kill: CancellationToken,
 }
 
 impl Live {
@@ -109,6 +113,7 @@ impl ClientRegistry {
         let live = Arc::new(Live {
             state: AtomicU8::new(info.state as u8),
             backend: AtomicU64::new(info.backend.unwrap_or(0)),
+            kill: CancellationToken::new(),
         });
         self.with(|m| m.insert(id, (info, live.clone())));
         ClientEntry {
@@ -116,6 +121,13 @@ impl ClientRegistry {
             id,
             live,
         }
+    }
+
+    /// KILL_CLIENT: tells client `id`'s session to end; false when no such
+    /// client is logged in.
+    pub fn kill(&self, id: u64) -> bool {
+        let live = self.with(|m| m.get(&id).map(|(_, live)| live.clone()));
+        live.map(|l| l.kill.cancel()).is_some()
     }
 
     /// A copy of every entry.
@@ -143,6 +155,11 @@ impl ClientEntry {
     /// Records what the client is doing now.
     pub fn set(&self, state: ClientState, backend: Option<u64>) {
         self.live.store(state, backend);
+    }
+
+    /// Cancelled when KILL_CLIENT names this client.
+    pub fn kill_token(&self) -> &CancellationToken {
+        &self.live.kill
     }
 }
 
@@ -182,7 +199,12 @@ mod tests {
         for s in ClientState::ALL {
             assert_eq!(ClientState::from_u8(s as u8), s);
         }
+        assert!(!entry.kill_token().is_cancelled());
+        assert!(!r.kill(4), "no client 4");
+        assert!(r.kill(3));
+        assert!(entry.kill_token().is_cancelled());
         drop(entry);
         assert!(r.list().is_empty());
+        assert!(!r.kill(3), "gone");
     }
 }

@@ -122,6 +122,8 @@ pub struct PoolerOpts {
     pub metrics_listen: Option<String>,
     /// `admin.users`: who may use the `pgharbor` admin console.
     pub admin_users: Vec<String>,
+    /// `admin.stats_users`: who may SHOW on the console.
+    pub stats_users: Vec<String>,
     /// Command-line arguments after `--config PATH` (e.g. `--log-format json`).
     pub args: Vec<String>,
 }
@@ -155,6 +157,7 @@ impl Default for PoolerOpts {
             socket_dir: None,
             metrics_listen: None,
             admin_users: Vec::new(),
+            stats_users: Vec::new(),
             args: Vec::new(),
         }
     }
@@ -205,6 +208,12 @@ impl PoolerOpts {
         self.admin_users = users.iter().map(|u| u.to_string()).collect();
         self
     }
+    /// `admin.stats_users` (console users that may only SHOW).
+    pub fn stats_users(mut self, users: &[&str]) -> Self {
+        self.stats_users = users.iter().map(|u| u.to_string()).collect();
+        self
+    }
+
     /// Serves Prometheus metrics on `addr` (`admin.metrics_listen`).
     pub fn metrics_listen(mut self, addr: &str) -> Self {
         self.metrics_listen = Some(addr.into());
@@ -404,6 +413,10 @@ impl Pooler {
         }
         let admins: Vec<String> = opts.admin_users.iter().map(|u| toml_str(u)).collect();
         let _ = writeln!(t, "\n[admin]\nusers = [{}]\n", admins.join(", "));
+        if !opts.stats_users.is_empty() {
+            let stats: Vec<String> = opts.stats_users.iter().map(|u| toml_str(u)).collect();
+            let _ = writeln!(t, "stats_users = [{}]\n", stats.join(", "));
+        }
         if let Some(addr) = &opts.metrics_listen {
             // Still in the [admin] table written just above.
             let _ = writeln!(t, "metrics_listen = {}\n", toml_str(addr));

@@ -80,12 +80,15 @@ pub(super) async fn serve(
     let max_prepared = config.pool.max_prepared_statements;
     let shutdown = pooler.terminate_token();
     let killed = pool.kill_token();
-    // One watch on shutdown and KILL for the client's whole life, instead of
-    // fresh cancellation futures (each a waiter registration) per transaction.
+    let killed_alone = entry.kill_token().clone();
+    // One watch on shutdown, KILL and KILL_CLIENT for the client's whole
+    // life, instead of fresh cancellation futures (each a waiter
+    // registration) per transaction.
     let stop = async {
         tokio::select! {
             _ = shutdown.cancelled() => "shutdown",
             _ = killed.cancelled() => "killed",
+            _ = killed_alone.cancelled() => "KILL_CLIENT",
         }
     };
     tokio::pin!(stop);
@@ -208,7 +211,8 @@ pub(super) async fn serve(
         end = ?end,
         "client session ended"
     );
-    super::session::end_result(end, shutdown.is_cancelled() || killed.is_cancelled())
+    let stopped = shutdown.is_cancelled() || killed.is_cancelled() || killed_alone.is_cancelled();
+    super::session::end_result(end, stopped)
 }
 
 /// What the client did while it held no backend.

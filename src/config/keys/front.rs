@@ -195,8 +195,17 @@ pub(super) const KEYS: &[Key] = &[
         kind: Kind::Names,
         default: List(&[]),
         reload: Immediate,
-        doc: "Users allowed on the admin console (the virtual database \"pgharbor\").",
+        doc: "Users allowed on the admin console (the virtual database \"pgharbor\", or \"pgbouncer\").",
         get: Get::Global(|c| c.admin.users.join(", ")),
+    },
+    Key {
+        section: Admin,
+        name: "stats_users",
+        kind: Kind::Names,
+        default: List(&[]),
+        reload: Immediate,
+        doc: "Users allowed on the admin console for SHOW commands only (PgBouncer's stats_users).",
+        get: Get::Global(|c| c.admin.stats_users.join(", ")),
     },
     Key {
         section: Admin,
