@@ -51,6 +51,12 @@ pub(super) fn check(config: &Config) -> Vec<FileProblem> {
     if let Some(path) = &config.auth.auth_file {
         readable(&mut problems, "auth.auth_file", path);
     }
+    if let Some(path) = &config.auth.hba_file {
+        readable(&mut problems, "auth.hba_file", path);
+    }
+    if let Some(path) = &config.auth.ident_file {
+        readable(&mut problems, "auth.ident_file", path);
+    }
     if let Some(path) = &config.tls.cert_file {
         readable(&mut problems, "tls.cert_file", path);
     }

@@ -246,6 +246,10 @@ pub struct AuthConfig {
     pub method: AuthMethod,
     /// PgBouncer-style userlist; required unless method is trust.
     pub auth_file: Option<PathBuf>,
+    /// pg_hba.conf-format rules; when set they choose the method per login.
+    pub hba_file: Option<PathBuf>,
+    /// pg_ident.conf-format maps for the hba rules' `map=`.
+    pub ident_file: Option<PathBuf>,
 }
 
 /// Client authentication methods.

@@ -71,6 +71,8 @@ pub(super) struct RawTls {
 pub(super) struct RawAuth {
     pub method: Option<String>,
     pub auth_file: Option<String>,
+    pub hba_file: Option<String>,
+    pub ident_file: Option<String>,
 }
 
 /// `[pool]`

@@ -246,13 +246,23 @@ fn front_end_mode(
 fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig, ConfigError> {
     let method: AuthMethod = keys::key(Section::Auth, "method")?.choice(raw.method)?;
     let auth_file = raw.auth_file.filter(|s| !s.is_empty()).map(resolve);
-    if auth_file.is_none() && method != AuthMethod::Trust {
+    let hba_file = raw.hba_file.filter(|s| !s.is_empty()).map(resolve);
+    let ident_file = raw.ident_file.filter(|s| !s.is_empty()).map(resolve);
+    // With an hba file the rules choose the method per login; a password
+    // rule without an auth file then refuses every password, as PostgreSQL
+    // does for a role without one.
+    if auth_file.is_none() && hba_file.is_none() && method != AuthMethod::Trust {
         return Err(ConfigError::invalid(
             "auth.auth_file",
             format!("required when auth.method is {:?}", method.as_str()),
         ));
     }
-    Ok(AuthConfig { method, auth_file })
+    Ok(AuthConfig {
+        method,
+        auth_file,
+        hba_file,
+        ident_file,
+    })
 }
 
 fn admin_users(key: &str, users: Vec<String>) -> Result<Vec<String>, ConfigError> {
