@@ -145,6 +145,13 @@ fn check(path: &Path) -> ExitCode {
             failed = true;
         }
     }
+    if let Some(hba) = &config.auth.hba_file {
+        let ident = config.auth.ident_file.as_deref();
+        if let Err(e) = pgharbor::auth::hba::Hba::load(hba, ident) {
+            eprintln!("pgharbor: error: auth.hba_file: {e}");
+            failed = true;
+        }
+    }
     if failed {
         return ExitCode::FAILURE;
     }

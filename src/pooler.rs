@@ -14,6 +14,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::hba::{Hba, HbaError};
 use crate::auth::{new_mock_seed, AuthFile};
 use crate::config::Config;
 use crate::pool::{NoPool, Pool, PoolRegistry};
@@ -28,6 +29,9 @@ pub enum PoolerError {
     /// The auth file could not be read or parsed.
     #[error("auth.auth_file: {0}")]
     AuthFile(String),
+    /// The hba or ident file has a bad line (the error names file:line).
+    #[error("{0}")]
+    Hba(#[from] HbaError),
     /// The certificate or key could not be loaded.
     #[error("{0}")]
     Tls(#[from] TlsError),
@@ -43,6 +47,8 @@ pub struct Snapshot {
     pub auth_file: Option<Arc<AuthFile>>,
     /// The acceptor for client handshakes, if `config` has a certificate.
     pub tls_acceptor: Option<Acceptor>,
+    /// The parsed `auth.hba_file` (with its ident maps), if one is set.
+    pub hba: Option<Arc<Hba>>,
 }
 
 impl Snapshot {
@@ -50,12 +56,14 @@ impl Snapshot {
     /// plain passwords cost a PBKDF2 each) and the certificate.
     pub async fn load(config: Config) -> Result<Snapshot, PoolerError> {
         let auth_file = load_auth_file(&config).await?;
+        let hba = load_hba(&config).await?;
         let tls_acceptor = build_acceptor(&config.tls)?;
         crate::tls::check_databases(&config)?;
         Ok(Snapshot {
             config: Arc::new(config),
             auth_file,
             tls_acceptor,
+            hba,
         })
     }
 
@@ -112,6 +120,19 @@ pub async fn load_auth_file(config: &Config) -> Result<Option<Arc<AuthFile>>, Po
     loaded
         .map(|f| Some(Arc::new(f)))
         .map_err(|e| PoolerError::AuthFile(e.to_string()))
+}
+
+/// Loads the hba and ident files off the async workers (blocking reads);
+/// any bad line fails the load, so a reload keeps the rules it had.
+pub async fn load_hba(config: &Config) -> Result<Option<Arc<Hba>>, PoolerError> {
+    let Some(hba_file) = config.auth.hba_file.clone() else {
+        return Ok(None);
+    };
+    let ident_file = config.auth.ident_file.clone();
+    let loaded = tokio::task::spawn_blocking(move || Hba::load(&hba_file, ident_file.as_deref()))
+        .await
+        .map_err(|e| PoolerError::AuthFile(e.to_string()))?;
+    Ok(Some(Arc::new(loaded?)))
 }
 
 impl Pooler {

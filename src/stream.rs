@@ -159,6 +159,16 @@ impl Stream {
         }
     }
 
+    /// The uid of the process at the other end of a Unix socket
+    /// (SO_PEERCRED), under TLS too; `None` on TCP.
+    pub fn peer_uid(&self) -> Option<io::Result<u32>> {
+        match self {
+            Stream::Unix(s) => Some(s.peer_cred().map(|c| c.uid())),
+            Stream::Tls(tls) => tls.get_ref().peer_uid(),
+            _ => None,
+        }
+    }
+
     /// True when the bytes are encrypted.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))

@@ -197,10 +197,11 @@ pub async fn reload(pooler: &Pooler, _: &Admin) -> Result<(), PgError> {
     };
     let path = pooler.config().path.clone();
     let config = Config::load(&path).map_err(|e| failed(e.to_string()))?;
-    pooler
-        .reload(config)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    if let Err(e) = pooler.reload(config).await {
+        // The log names what is broken (an hba file's file:line included).
+        tracing::warn!(error = %e, "RELOAD failed; keeping the old configuration");
+        return Err(failed(e.to_string()));
+    }
     tracing::info!("configuration reloaded (admin console RELOAD)");
     Ok(())
 }

@@ -14,6 +14,8 @@
 //!   plaintext or md5 secret. For a SCRAM-only secret md5 cannot be checked,
 //!   and it answers [`Md5Outcome::UseScram`]: run SCRAM instead, exactly as
 //!   PostgreSQL does when pg_hba says md5 and the role has a SCRAM secret.
+//! - `password` (an hba rule): [`cleartext_verify`] checks a password sent
+//!   in the clear against any kind of secret.
 //! - `scram-sha-256`: a [`ScramServer`] per login. For a user missing from
 //!   the auth file (or with only an md5 secret) it runs a mock exchange with
 //!   a salt derived from the user name and a per-process seed
@@ -39,6 +41,7 @@
 
 mod auth_file;
 pub mod channel_binding;
+mod cleartext;
 mod crypto;
 pub mod hba;
 mod scram;
@@ -49,6 +52,7 @@ mod secret;
 mod scram_tests;
 
 pub use auth_file::{AuthFile, AuthFileError};
+pub use cleartext::cleartext_verify;
 pub use scram::{new_mock_seed, ScramError, ScramServer, ScramSuccess, MAX_SCRAM_MESSAGE_LEN};
 pub use scram_client::{
     SaltedPasswordCache, ScramClient, ScramCredential, ScramKeys, ServerFirst,

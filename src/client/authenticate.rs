@@ -1,4 +1,6 @@
-//! Client authentication: trust, md5 and SCRAM-SHA-256 against the auth file.
+//! Client authentication: trust, md5, SCRAM-SHA-256 and cleartext password
+//! against the auth file. Which one a login gets is decided before (by
+//! `auth.method`, or by the hba rules in `super::hba`).
 //!
 //! An unknown user and a wrong password end in the same 28P01 error, and an
 //! unknown user still goes through a full (mock) exchange, so probing cannot
@@ -9,7 +11,9 @@ use rand::RngCore;
 use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
-use crate::auth::{md5_verify, Md5Outcome, ScramError, ScramServer, ScramSuccess, Secret};
+use crate::auth::{
+    cleartext_verify, md5_verify, Md5Outcome, ScramError, ScramServer, ScramSuccess, Secret,
+};
 use crate::config::AuthMethod;
 use crate::protocol::frontend::{parse_password, parse_sasl_initial};
 use crate::protocol::tags::fe;
@@ -26,6 +30,29 @@ pub enum Proof {
     Scram(ScramSuccess),
 }
 
+/// The exchange a login runs, once the method is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exchange {
+    /// None: trust, or a peer check that already passed.
+    Trust,
+    /// md5 challenge (SCRAM for a SCRAM secret or an unknown user).
+    Md5,
+    /// SCRAM-SHA-256.
+    ScramSha256,
+    /// AuthenticationCleartextPassword.
+    Password,
+}
+
+impl From<AuthMethod> for Exchange {
+    fn from(m: AuthMethod) -> Exchange {
+        match m {
+            AuthMethod::Trust => Exchange::Trust,
+            AuthMethod::Md5 => Exchange::Md5,
+            AuthMethod::ScramSha256 => Exchange::ScramSha256,
+        }
+    }
+}
+
 fn auth_failed(user: &str) -> ClientError {
     ClientError::Refused(PgError::fatal(
         "28P01",
@@ -37,14 +64,14 @@ fn auth_failed(user: &str) -> ClientError {
 pub async fn authenticate(
     stream: &mut Stream,
     buf: &mut FrameBuf,
-    method: AuthMethod,
+    method: Exchange,
     user: &str,
     secret: Option<&Secret>,
     mock_seed: &[u8; 32],
 ) -> Result<Proof, ClientError> {
     match method {
-        AuthMethod::Trust => Ok(Proof::Verified),
-        AuthMethod::Md5 => match secret {
+        Exchange::Trust => Ok(Proof::Verified),
+        Exchange::Md5 => match secret {
             Some(s @ (Secret::Plain { .. } | Secret::Md5 { .. })) => {
                 md5(stream, buf, user, s).await
             }
@@ -55,7 +82,8 @@ pub async fn authenticate(
             // cannot tell that the user does not exist.
             Some(Secret::Scram(_)) | None => scram(stream, buf, user, secret, mock_seed).await,
         },
-        AuthMethod::ScramSha256 => scram(stream, buf, user, secret, mock_seed).await,
+        Exchange::ScramSha256 => scram(stream, buf, user, secret, mock_seed).await,
+        Exchange::Password => cleartext(stream, buf, user, secret).await,
     }
 }
 
@@ -90,6 +118,33 @@ async fn md5(
     let response = parse_password(&body)?;
     match md5_verify(secret, user, salt, response) {
         Md5Outcome::Accepted => Ok(Proof::Verified),
+        _ => Err(auth_failed(user)),
+    }
+}
+
+/// PostgreSQL's `password` method: the password crosses in the clear (TLS
+/// or not, as PostgreSQL allows), and is checked against any secret.
+async fn cleartext(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    user: &str,
+    secret: Option<&Secret>,
+) -> Result<Proof, ClientError> {
+    let mut out = BytesMut::new();
+    server::auth_cleartext(&mut out);
+    stream.write_all(&out).await?;
+    let (body, total) = read_auth_message(stream, buf).await?;
+    buf.consume(total);
+    let password = parse_password(&body)?;
+    let (Some(secret), Ok(password)) = (secret, std::str::from_utf8(password)) else {
+        return Err(auth_failed(user));
+    };
+    // A SCRAM secret costs a PBKDF2: off the async workers.
+    let (secret, user_owned, password) = (secret.clone(), user.to_owned(), password.to_owned());
+    let checked =
+        tokio::task::spawn_blocking(move || cleartext_verify(&secret, &user_owned, &password));
+    match checked.await {
+        Ok(true) => Ok(Proof::Verified),
         _ => Err(auth_failed(user)),
     }
 }

@@ -71,10 +71,11 @@ pub(super) async fn handshake(
     let (user, database) = identify(&startup)?;
     tracing::Span::current().record("user", user.as_str());
     let auth_started = Instant::now();
+    let exchange = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
     let proof = authenticate::authenticate(
         stream,
         buf,
-        snapshot.config.auth.method,
+        exchange,
         &user,
         snapshot.secret(&user),
         pooler.mock_seed(),

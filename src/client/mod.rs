@@ -3,6 +3,7 @@
 
 mod authenticate;
 mod error;
+mod hba;
 mod login;
 mod negotiate;
 mod params;

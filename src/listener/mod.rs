@@ -30,6 +30,9 @@ pub struct ConnContext {
     pub transport: Transport,
     /// Peer address (or the socket path).
     pub peer: String,
+    /// The TCP peer's IP address (what hba `host` lines match); `None` on
+    /// the Unix socket.
+    pub peer_ip: Option<std::net::IpAddr>,
     /// When the socket was accepted.
     pub accepted_at: Instant,
 }
@@ -233,6 +236,7 @@ async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU
                     id: next_id.fetch_add(1, Ordering::Relaxed),
                     transport: Transport::for_tcp_peer(&peer),
                     peer: peer.to_string(),
+                    peer_ip: Some(peer.ip()),
                     accepted_at: Instant::now(),
                 };
                 server.serve(Stream::Tcp(sock), ctx);
@@ -255,6 +259,7 @@ async fn accept_unix(
                     id: next_id.fetch_add(1, Ordering::Relaxed),
                     transport: Transport::Unix,
                     peer: path.display().to_string(),
+                    peer_ip: None,
                     accepted_at: Instant::now(),
                 };
                 server.serve(Stream::Unix(sock), ctx);

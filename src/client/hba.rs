@@ -1,0 +1,140 @@
+//! The hba rules at login (`auth.hba_file`): which exchange a connection
+//! gets, the `reject` and no-match refusals in PostgreSQL's words, and
+//! `peer` on the Unix socket. Without an hba file, `auth.method` decides.
+
+use std::ffi::CStr;
+
+use super::authenticate::Exchange;
+use super::ClientError;
+use crate::auth::hba::{self, ConnFacts, Hba, Method, Rule};
+use crate::listener::{ConnContext, Transport};
+use crate::pooler::Snapshot;
+use crate::protocol::PgError;
+use crate::stream::Stream;
+
+/// The exchange `user` on `database` gets over this connection; a peer
+/// check is done here, so it leaves nothing to exchange.
+pub(super) fn choose(
+    snapshot: &Snapshot,
+    ctx: &ConnContext,
+    stream: &Stream,
+    user: &str,
+    database: &str,
+) -> Result<Exchange, ClientError> {
+    let Some(rules) = snapshot.hba.as_deref() else {
+        return Ok(snapshot.config.auth.method.into());
+    };
+    let tls = stream.is_tls();
+    let transport = match (ctx.transport, ctx.peer_ip) {
+        (Transport::Unix, _) => hba::Transport::Local { tls },
+        (_, Some(addr)) => hba::Transport::Tcp { addr, tls },
+        (_, None) => return Err(refused("XX000", "TCP client without a peer address")),
+    };
+    let facts = ConnFacts {
+        transport,
+        database,
+        user,
+    };
+    let rule = match rules.decide(&facts) {
+        Ok(rule) => rule,
+        Err(refusal) => {
+            let (file, line) = match &refusal.rejected_by {
+                Some((file, line)) => (file.display().to_string(), *line),
+                None => (String::new(), 0),
+            };
+            tracing::info!(file = %file, line, "login refused by the hba rules");
+            return Err(ClientError::Refused(refusal.to_pg_error()));
+        }
+    };
+    tracing::debug!(
+        file = %rule.file.display(),
+        line = rule.line,
+        method = rule.method.keyword(),
+        "hba rule matched"
+    );
+    if rule.client_cert.is_some() || rule.method == Method::Cert {
+        return Err(refused(
+            "0A000",
+            "client certificate authentication is not supported by pgharbor yet",
+        ));
+    }
+    Ok(match rule.method {
+        Method::Trust => Exchange::Trust,
+        Method::Md5 => Exchange::Md5,
+        Method::ScramSha256 => Exchange::ScramSha256,
+        Method::Password => Exchange::Password,
+        Method::Peer => {
+            peer(rules, rule, stream, user)?;
+            Exchange::Trust
+        }
+        // decide() turns reject into a refusal; Cert is refused above.
+        Method::Reject | Method::Cert => {
+            return Err(refused("28000", "connection rejected by the hba rules"))
+        }
+    })
+}
+
+fn refused(code: &'static str, message: &str) -> ClientError {
+    ClientError::Refused(PgError::fatal(code, message.to_owned()))
+}
+
+/// `peer`: the OS user of the process at the other end of the socket
+/// (SO_PEERCRED), mapped by the rule's `map=` (or equal to `user`), as
+/// PostgreSQL's `auth_peer`. No password, no cryptography.
+fn peer(rules: &Hba, rule: &Rule, stream: &Stream, user: &str) -> Result<(), ClientError> {
+    let failed = || {
+        ClientError::Refused(PgError::fatal(
+            "28000",
+            format!("Peer authentication failed for user \"{user}\""),
+        ))
+    };
+    let uid = match stream.peer_uid() {
+        Some(Ok(uid)) => uid,
+        Some(Err(e)) => {
+            tracing::info!(error = %e, "could not get peer credentials");
+            return Err(failed());
+        }
+        // The parser allows peer on local lines only.
+        None => return Err(failed()),
+    };
+    let Some(system_user) = user_name(uid) else {
+        tracing::info!(uid, "could not look up local user ID");
+        return Err(failed());
+    };
+    if !rules.usermap_allows(rule.map.as_deref(), &system_user, user) {
+        tracing::info!(
+            system_user = %system_user,
+            map = rule.map.as_deref().unwrap_or(""),
+            "no ident map line allows the peer's OS user"
+        );
+        return Err(failed());
+    }
+    Ok(())
+}
+
+/// The name of `uid`, from getpwuid_r (thread-safe, unlike getpwuid).
+fn user_name(uid: u32) -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: a zeroed passwd is a valid out-parameter; getpwuid_r fills it
+    // with pointers into `buf`, which outlives every use below.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: all pointers are valid for the sizes given.
+    let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
+    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: on success pw_name points at a NUL-terminated string in `buf`.
+    let name = unsafe { CStr::from_ptr(pw.pw_name) };
+    Some(name.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_is_uid_zero() {
+        assert_eq!(user_name(0).as_deref(), Some("root"));
+    }
+}
