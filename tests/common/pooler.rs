@@ -111,6 +111,9 @@ pub struct PoolerOpts {
     /// Lines placed inside the `[listen]` table, after the harness's keys
     /// (e.g. `tcp_keepidle = "21s"`).
     pub listen_toml: String,
+    /// Lines placed inside the `[auth]` table, after the harness's keys
+    /// (e.g. `hba_file = "/abs/pg_hba.conf"`).
+    pub auth_toml: String,
     /// Lines placed inside the `[pool]` table, after the keys above (e.g.
     /// `idle_transaction_timeout = "1s"`).
     pub pool_toml: String,
@@ -152,6 +155,7 @@ impl Default for PoolerOpts {
             tls_toml: String::new(),
             extra_toml: String::new(),
             listen_toml: String::new(),
+            auth_toml: String::new(),
             pool_toml: String::new(),
             port: None,
             socket_dir: None,
@@ -240,6 +244,13 @@ impl PoolerOpts {
         self
     }
     /// Adds lines to the `[listen]` table.
+    /// Lines for the `[auth]` table (e.g. `hba_file = ...`).
+    pub fn auth_toml(mut self, lines: &str) -> Self {
+        self.auth_toml.push_str(lines);
+        self.auth_toml.push('\n');
+        self
+    }
+
     pub fn listen_toml(mut self, lines: &str) -> Self {
         self.listen_toml.push_str(lines);
         self.listen_toml.push('\n');
@@ -391,8 +402,9 @@ impl Pooler {
         let _ = writeln!(t, "[tls]\n{}", opts.tls_toml);
         let _ = writeln!(
             t,
-            "[auth]\nmethod = {}\nauth_file = \"userlist.txt\"\n",
-            toml_str(&opts.auth_method)
+            "[auth]\nmethod = {}\nauth_file = \"userlist.txt\"\n{}",
+            toml_str(&opts.auth_method),
+            opts.auth_toml
         );
         let _ = writeln!(
             t,
