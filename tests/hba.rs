@@ -363,3 +363,43 @@ fn check_names_the_bad_line() {
     let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
     assert_eq!(code, 0, "check refused a good hba file: {out}");
 }
+
+#[test]
+fn the_admin_console_goes_through_the_same_rules() {
+    let pg = PgCluster::shared();
+    let hba = "local all trust_user trust\n\
+               host pgharbor,pgbouncer all 127.0.0.1/32 reject\n\
+               host all all 127.0.0.1/32 trust\n";
+    let opts = PoolerOpts::default().admin_users(&[TRUST_USER]);
+    let (p, _) = start(pg, opts, hba, None);
+    for console in ["pgharbor", "pgbouncer"] {
+        let login = |t: Transport| {
+            let mut raw = RawConn::connect(&p.endpoint(t));
+            let res = raw.login(&[("user", TRUST_USER), ("database", console)], None);
+            res.err().map(|f| match f {
+                Failure::Error(e) => (e.code, e.message),
+                other => panic!("{console} over {t:?}: {other:?}"),
+            })
+        };
+        assert_eq!(login(Transport::Unix), None, "{console} on the socket");
+        let want = format!(
+            "pg_hba.conf rejects connection for host \"127.0.0.1\", user \"{TRUST_USER}\", database \"{console}\", no encryption"
+        );
+        assert_eq!(login(Transport::Tcp), Some(("28000".into(), want)));
+    }
+}
+
+#[test]
+fn loopbacksslmode_require_refuses_before_any_rule() {
+    let pg = PgCluster::shared();
+    let certs = Certs::generate("hba-require");
+    let hba = "hostnossl all all 127.0.0.1/32 trust\nhostssl all all 127.0.0.1/32 trust\n";
+    let keys = [("sslmode", "prefer"), ("loopbacksslmode", "require")];
+    let opts = PoolerOpts::default().tls(&tls_toml(Some(&certs), &keys));
+    let (p, _) = start(pg, opts, hba, None);
+    let plain = attempt(&p, Transport::Tcp, TRUST_USER, "x");
+    let (code, message) = refused(&plain);
+    assert_eq!(code, "28000");
+    assert!(message.contains("SSL required"), "{message}");
+    assert_codes(attempt_on(tls_conn(&p), TRUST_USER, "x"), &[OK], "TLS");
+}
