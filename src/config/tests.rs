@@ -64,6 +64,15 @@ fn trust_needs_no_auth_file() {
 }
 
 #[test]
+fn an_hba_file_needs_no_auth_file_and_resolves_beside_the_config() {
+    let c = parse("[auth]\nhba_file = \"pg_hba.conf\"\nident_file = \"/x/ident\"\n");
+    assert_eq!(c.auth.auth_file, None);
+    let hba = Path::new("/etc/pgharbor/pg_hba.conf");
+    assert_eq!(c.auth.hba_file.as_deref(), Some(hba));
+    assert_eq!(c.auth.ident_file.as_deref(), Some(Path::new("/x/ident")));
+}
+
+#[test]
 fn full_config() {
     let c = parse(
         r#"

@@ -186,7 +186,7 @@ pub(super) const KEYS: &[Key] = &[
         kind: Kind::Path,
         default: Unset,
         reload: NewLogins,
-        doc: "PgBouncer-style user list (\"user\" \"secret\" per line); required unless method is trust.",
+        doc: "PgBouncer-style user list (\"user\" \"secret\" per line); required unless method is trust or hba_file is set.",
         get: Get::Global(|c| opt_path(c.auth.auth_file.as_deref())),
     },
     Key {
