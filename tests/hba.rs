@@ -248,7 +248,7 @@ fn peer_maps_the_socket_peers_os_user() {
 fn hostssl_lines_never_match_a_plain_loopback_connection() {
     let pg = PgCluster::shared();
     let certs = Certs::generate("hba");
-    let hba = "hostssl all all 127.0.0.1/32 trust\n\
+    let hba = "hostssl all trust_user,md5_user 127.0.0.1/32 trust\n\
                hostnossl all md5_user 127.0.0.1/32 md5\n";
     let keys = [("sslmode", "prefer"), ("loopbacksslmode", "prefer")];
     let opts = PoolerOpts::default().tls(&tls_toml(Some(&certs), &keys));
@@ -265,6 +265,9 @@ fn hostssl_lines_never_match_a_plain_loopback_connection() {
         &[OK],
         "TLS md5_user",
     );
+    let other = attempt_on(tls_conn(&p), "nobody", "x");
+    let want = no_entry("127.0.0.1", "nobody", "SSL encryption");
+    assert_eq!(refused(&other), ("28000".into(), want));
     // In plain, only hostnossl (and host) lines can match.
     assert_codes(
         attempt(&p, Transport::Tcp, md5.0, md5.1),
