@@ -296,7 +296,8 @@ fn hostssl_lines_never_match_a_plain_loopback_connection() {
 fn a_broken_file_on_reload_keeps_the_old_rules() {
     let pg = PgCluster::shared();
     let good = "local all all trust\nhost all all 127.0.0.1/32 trust\n";
-    let (p, hba_path) = start(pg, PoolerOpts::default(), good, None);
+    let opts = PoolerOpts::default().admin_users(&[TRUST_USER]);
+    let (p, hba_path) = start(pg, opts, good, None);
     assert_codes(
         attempt(&p, Transport::Tcp, TRUST_USER, "x"),
         &[OK],
@@ -315,6 +316,13 @@ fn a_broken_file_on_reload_keeps_the_old_rules() {
         p.log_text()
     );
     let located = format!("{}:2:", hba_path.display());
+    // The console's RELOAD refuses too, naming the line, and logs a WARN.
+    let mut console = RawConn::connect(&p.endpoint(Transport::Unix));
+    let params = [("user", TRUST_USER), ("database", "pgharbor")];
+    console.login(&params, None).expect("console login");
+    let reload = console.query("RELOAD").error.expect("RELOAD refused");
+    assert!(reload.message.contains(&located), "{reload:?}");
+    assert!(p.wait_for_log("RELOAD failed; keeping", 1, STEP));
     assert!(
         p.log_text().contains(&located),
         "log lacks {located}:\n{}",
