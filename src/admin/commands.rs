@@ -7,7 +7,8 @@
 use crate::protocol::PgError;
 
 /// The commands the console knows, in the order `SHOW HELP` lists them.
-pub const USAGE: &str = "SHOW HELP|VERSION|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|STATS|OVERHEAD\n\
+pub const USAGE: &str = "SHOW HELP|VERSION|CONFIG|DATABASES|POOLS|CLIENTS|SERVERS|OVERHEAD\n\
+     SHOW STATS|STATS_TOTALS|TOTALS\n\
      PAUSE [<db>]\nRESUME [<db>]\nKILL <db>\nRELOAD\nSHUTDOWN";
 
 /// How much of an unknown command is quoted back in the error.
@@ -34,6 +35,10 @@ pub enum Command {
     ShowServers,
     /// `SHOW STATS`
     ShowStats,
+    /// `SHOW STATS_TOTALS`
+    ShowStatsTotals,
+    /// `SHOW TOTALS`
+    ShowTotals,
     /// `SHOW OVERHEAD`: pgharbor's establishment-versus-transfer report.
     ShowOverhead,
     /// `PAUSE [db]`: hand out no backends; done when none is lent out.
@@ -61,6 +66,8 @@ impl Command {
             Command::ShowClients => "SHOW CLIENTS",
             Command::ShowServers => "SHOW SERVERS",
             Command::ShowStats => "SHOW STATS",
+            Command::ShowStatsTotals => "SHOW STATS_TOTALS",
+            Command::ShowTotals => "SHOW TOTALS",
             Command::ShowOverhead => "SHOW OVERHEAD",
             Command::Pause(_) => "PAUSE",
             Command::Resume(_) => "RESUME",
@@ -99,6 +106,8 @@ pub fn parse(sql: &str) -> Result<Command, PgError> {
             "clients" => Command::ShowClients,
             "servers" => Command::ShowServers,
             "stats" => Command::ShowStats,
+            "stats_totals" => Command::ShowStatsTotals,
+            "totals" => Command::ShowTotals,
             "overhead" => Command::ShowOverhead,
             _ => return Err(unknown(text)),
         },
@@ -203,6 +212,8 @@ mod tests {
             ("sHoW cOnFiG", Command::ShowConfig),
             ("show databases", Command::ShowDatabases),
             ("SHOW STATS", Command::ShowStats),
+            ("show Stats_Totals;", Command::ShowStatsTotals),
+            ("SHOW TOTALS", Command::ShowTotals),
             ("show help", Command::ShowHelp),
             ("reload;", Command::Reload),
             ("ShutDown", Command::Shutdown),

@@ -195,6 +195,8 @@ impl Console<'_> {
             Command::ShowClients => sockets::clients(pooler, &auth),
             Command::ShowServers => sockets::servers(pooler, &auth),
             Command::ShowStats => show::stats(pooler, &auth),
+            Command::ShowStatsTotals => show::stats_totals(pooler, &auth),
+            Command::ShowTotals => show::totals(pooler, &auth),
             Command::ShowOverhead => overhead::overhead(pooler, &auth),
             Command::Pause(db) => {
                 control::pause(pooler, db.as_deref(), &auth).await?;

@@ -18,7 +18,7 @@ use crate::pooler::{Pooler, Snapshot};
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
-use crate::registry::{ClientInfo, ClientState};
+use crate::registry::{ClientEntry, ClientInfo, ClientState};
 use crate::stats::Class;
 use crate::stream::Stream;
 
@@ -125,6 +125,8 @@ pub(super) async fn attach(
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,
+        application_name: startup.get("application_name").map(str::to_string),
+        wait: None,
     });
     let pool = match pooler.pool_in(&snapshot, &database, &user) {
         Ok(pool) => pool,
@@ -155,7 +157,7 @@ pub(super) async fn attach(
         .flatten();
     let (mut lease, shown) = match known {
         Some(shown) => (None, shown),
-        None => match acquire(&pool, ctx.id, &wanted, hint, timings).await {
+        None => match acquire(&pool, &entry, &wanted, hint, timings).await {
             Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
                 let shown = Arc::new(lease.backend().ledger_ref().params().clone());
@@ -254,13 +256,13 @@ pub(super) async fn attach(
 /// Gets a backend from the client's pool and applies its parameters.
 async fn acquire(
     pool: &Arc<Pool>,
-    client_id: u64,
+    client: &ClientEntry,
     wanted: &[(String, String)],
     app_name_hint: Option<&str>,
     timings: &mut LoginTimings,
 ) -> Result<Lease, ClientError> {
     let wait_started = Instant::now();
-    let mut lease = pool.acquire(client_id, app_name_hint).await?;
+    let mut lease = pool.acquire(client, app_name_hint).await?;
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;
     params::apply(lease.backend(), wanted).await?;

@@ -39,6 +39,8 @@ struct Chunk {
     pos: usize,
     modified: bool,
     exchange_done: bool,
+    /// At the ReadyForQuery that ended the exchange: still in a transaction.
+    in_tx: bool,
 }
 
 /// What the reply at the head of the books asks of the scan. It changes
@@ -100,6 +102,7 @@ impl Down<'_, '_> {
                     pos: 0,
                     modified: false,
                     exchange_done: false,
+                    in_tx: false,
                 })
             } else {
                 self.scan_chunk(
@@ -114,6 +117,7 @@ impl Down<'_, '_> {
                 pos,
                 modified,
                 exchange_done,
+                in_tx,
             } = match chunk {
                 Ok(c) => c,
                 Err(why) => return TxnEnd::Ended(RelayEnd::BackendGone(why)),
@@ -131,7 +135,7 @@ impl Down<'_, '_> {
                 buf.consume(pos);
                 out.clear();
                 if exchange_done {
-                    meter.exchange_done(self.progress);
+                    meter.exchange_done(self.progress, in_tx);
                 }
                 continue;
             }
@@ -235,6 +239,7 @@ impl Down<'_, '_> {
     ) -> Result<Chunk, String> {
         let mut s = self.shared.lock().map_err(|_| "poisoned".to_string())?;
         let mut exchange_done = false;
+        let mut exchange_in_tx = false;
         let mut pos = 0;
         let mut run = 0;
         let mut modified = false;
@@ -320,6 +325,7 @@ impl Down<'_, '_> {
                         s.defined.clear();
                         s.cache_doubt = false;
                         exchange_done = true;
+                        exchange_in_tx = in_tx;
                         // So is every SET: the client's reports say how its SQL reads.
                         if s.strings == Strings::Unknown && client_params.is_some() {
                             s.strings =
@@ -387,6 +393,7 @@ impl Down<'_, '_> {
             pos,
             modified,
             exchange_done,
+            in_tx: exchange_in_tx,
         })
     }
 }

@@ -58,22 +58,29 @@ impl Progress {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Ends the exchange in flight at `now` (ns after `epoch`); its
-    /// duration, if one had started.
-    fn take_exchange(&self, now: u64) -> Option<Duration> {
+    /// Ends the exchange in flight at `now` (ns after `epoch`); when it
+    /// started (ns after `epoch`), if one had.
+    fn take_exchange(&self, now: u64) -> Option<u64> {
         match self.exchange_start.swap(0, Ordering::Relaxed) {
             0 => None,
-            start => Some(Duration::from_nanos(now.saturating_sub(start - 1))),
+            start => Some((start - 1).min(now)),
         }
     }
 }
 
-/// A session's transfer accounting, handed to the collector when the session
-/// ends and at most once per [`FLUSH_INTERVAL`] while it runs.
+/// A session's accounting (transfer, queries, transactions, waits), handed
+/// to the collector when the session ends and at most once per
+/// [`FLUSH_INTERVAL`] while it runs: per transaction it only adds to its own
+/// fields.
 pub struct Meter<'a> {
     stats: &'a Stats,
     classes: [Class; 2],
+    /// The database the client asked for, whose SHOW STATS row this feeds.
+    database: &'a str,
     pending: SessionTransfer,
+    /// When the transaction in progress began, in ns after `epoch` plus one
+    /// (0: none in progress).
+    xact_start: u64,
     /// Bytes of the response in flight so far.
     exchange_bytes: u64,
     /// The session's clock origin, shared with each relay's [`Progress`].
@@ -85,12 +92,15 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
-    /// A meter for a session of client class `client` on a backend of class `backend`.
-    pub fn new(stats: &'a Stats, client: Class, backend: Class) -> Self {
+    /// A meter for a session on `database` of the client class and the
+    /// backend class in `classes`.
+    pub fn new(stats: &'a Stats, classes: [Class; 2], database: &'a str) -> Self {
         Meter {
             stats,
-            classes: [client, backend],
+            classes,
+            database,
             pending: SessionTransfer::default(),
+            xact_start: 0,
             exchange_bytes: 0,
             epoch: Instant::now(),
             last_flush_ns: 0,
@@ -98,10 +108,27 @@ impl<'a> Meter<'a> {
         }
     }
 
-    pub(crate) fn exchange_done(&mut self, progress: &Progress) {
+    /// Counts a backend handed to the client after it waited `waited`.
+    pub fn assigned(&mut self, waited: Duration) {
+        self.pending.assigned(waited);
+    }
+
+    /// The server owes nothing more (a ReadyForQuery): the exchange is one
+    /// query, and a transaction ends when the server is idle again
+    /// (`in_tx` false). The clock is read once here, as before.
+    pub(crate) fn exchange_done(&mut self, progress: &Progress, in_tx: bool) {
         let now = progress.now_ns();
-        if let Some(busy) = progress.take_exchange(now) {
+        if let Some(start) = progress.take_exchange(now) {
+            let busy = Duration::from_nanos(now - start);
             self.pending.exchange(self.exchange_bytes, busy);
+            if self.xact_start == 0 {
+                self.xact_start = start + 1;
+            }
+        }
+        if !in_tx && self.xact_start != 0 {
+            let took = now.saturating_sub(self.xact_start - 1);
+            self.pending.xact(Duration::from_nanos(took));
+            self.xact_start = 0;
         }
         self.exchange_bytes = 0;
         if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
@@ -122,9 +149,8 @@ impl<'a> Meter<'a> {
         if let Some(bytes_in) = progress {
             self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
         }
-        for class in self.classes {
-            self.stats.transfer(class, &self.pending);
-        }
+        self.stats
+            .session(self.classes, self.database, &self.pending);
         self.total.merge(&self.pending);
         self.pending = SessionTransfer::default();
         self.last_flush_ns = self.epoch.elapsed().as_nanos() as u64;
