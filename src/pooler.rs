@@ -41,6 +41,8 @@ pub struct Snapshot {
     pub auth_file: Option<Arc<AuthFile>>,
     /// The acceptor for client handshakes, if `config` has a certificate.
     pub tls_acceptor: Option<Acceptor>,
+    /// When that certificate expires (Unix time), read once per load.
+    pub cert_not_after: Option<i64>,
 }
 
 impl Snapshot {
@@ -50,10 +52,14 @@ impl Snapshot {
         let auth_file = load_auth_file(&config).await?;
         let tls_acceptor = build_acceptor(&config.tls)?;
         crate::tls::check_databases(&config)?;
+        let cert_not_after = tls_acceptor
+            .as_deref()
+            .and_then(crate::tls::certificate_not_after);
         Ok(Snapshot {
             config: Arc::new(config),
             auth_file,
             tls_acceptor,
+            cert_not_after,
         })
     }
 

@@ -17,7 +17,7 @@ mod stats;
 
 pub use config::config;
 pub use pools::{clients_by_pool, pools, seconds_and_us, PoolClients};
-pub use stats::{stats, stats_totals, totals};
+pub use stats::{per_database as stats_by_database, stats, stats_totals, totals};
 
 /// `SHOW VERSION`: one row, column `version`.
 pub fn version(_: &Authorized) -> ResultSet {

@@ -29,8 +29,9 @@ use crate::admin::Authorized;
 use crate::pooler::Pooler;
 use crate::stats::SessionTransfer;
 
-/// The counters of every database worth a row, by name.
-fn per_database(pooler: &Pooler) -> BTreeMap<String, SessionTransfer> {
+/// The counters of every database worth a row (every configured one, and
+/// any other a client reached), by name.
+pub fn per_database(pooler: &Pooler) -> BTreeMap<String, SessionTransfer> {
     let mut dbs = pooler.stats.databases();
     for name in pooler.config().databases.keys() {
         dbs.entry(name.clone()).or_default();
