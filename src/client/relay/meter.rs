@@ -144,6 +144,19 @@ impl<'a> Meter<'a> {
         self.pending.bytes_out += n;
     }
 
+    /// A relay over one backend ended (in transaction pooling, once per
+    /// transaction): its bytes in join the counters, which go to the
+    /// collector only if [`FLUSH_INTERVAL`] has passed, so a transaction
+    /// takes no shared lock. What an idle client has not handed over yet
+    /// goes with its next transaction or its end.
+    pub fn relay_done(&mut self, bytes_in: &AtomicU64) {
+        self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
+            self.flush(None);
+        }
+    }
+
     /// Hands the counters to the collector.
     pub fn flush(&mut self, progress: Option<&AtomicU64>) {
         if let Some(bytes_in) = progress {
@@ -154,5 +167,14 @@ impl<'a> Meter<'a> {
         self.total.merge(&self.pending);
         self.pending = SessionTransfer::default();
         self.last_flush_ns = self.epoch.elapsed().as_nanos() as u64;
+    }
+}
+
+impl Drop for Meter<'_> {
+    /// A session that ends on an error path still hands its counters over.
+    fn drop(&mut self) {
+        if self.pending != SessionTransfer::default() {
+            self.flush(None);
+        }
     }
 }
