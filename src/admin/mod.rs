@@ -4,7 +4,8 @@
 //!
 //! Commands (simple query protocol only; case-insensitive; one per query):
 //! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW DATABASES`,
-//! `SHOW POOLS`, `SHOW STATS` (PgBouncer's columns, see [`show`]),
+//! `SHOW POOLS`, `SHOW STATS`, `SHOW STATS_TOTALS`, `SHOW TOTALS`
+//! (PgBouncer's columns, see [`show`]),
 //! `SHOW CLIENTS`, `SHOW SERVERS` (see [`sockets`]), `SHOW OVERHEAD`
 //! (pgharbor's establishment-versus-transfer report, see [`overhead`]),
 //! `PAUSE [db]`, `RESUME [db]`, `KILL db` (see [`control`]), `RELOAD` and
