@@ -86,11 +86,12 @@ impl Transfer {
 }
 
 /// Counters one session accumulates between flushes: transfer, and
-/// PgBouncer's transaction, query and wait counts. A query is one exchange
-/// (a request up to the ReadyForQuery that leaves nothing owed, as
-/// PgBouncer counts one per client request); a transaction ends at a
-/// ReadyForQuery that says idle (`I`), and lasts from the start of its
-/// first exchange.
+/// PgBouncer's transaction, query and wait counts. A query is one client
+/// request answered (a ReadyForQuery relayed to the client: a simple Query,
+/// or an extended batch up to its Sync); a transaction ends at such a
+/// ReadyForQuery that says idle (`I`), so an autocommit statement is one
+/// of each. Query time is the exchanges' busy time; transaction time runs
+/// from the start of the exchange that opened it to the one that ended it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionTransfer {
     /// Bytes client → server.
@@ -101,6 +102,8 @@ pub struct SessionTransfer {
     pub chatty: Transfer,
     /// Exchanges whose response was at least [`BULK_BYTES`].
     pub bulk: Transfer,
+    /// Client requests answered.
+    pub queries: u64,
     /// Transactions completed.
     pub xacts: u64,
     /// Their time in all, µs.
@@ -122,9 +125,8 @@ impl SessionTransfer {
         }
     }
 
-    /// Records one finished transaction.
-    pub fn xact(&mut self, took: Duration) {
-        self.xacts += 1;
+    /// Adds time spent in transactions.
+    pub fn xact_time(&mut self, took: Duration) {
         self.xact_us += took.as_micros() as u64;
     }
 
@@ -134,12 +136,7 @@ impl SessionTransfer {
         self.wait_us += waited.as_micros() as u64;
     }
 
-    /// Queries (exchanges) of either kind.
-    pub fn queries(&self) -> u64 {
-        self.chatty.exchanges + self.bulk.exchanges
-    }
-
-    /// Time of those queries, µs.
+    /// Time with queries in flight (the exchanges' busy time), µs.
     pub fn query_us(&self) -> u64 {
         self.chatty.busy_us + self.bulk.busy_us
     }
@@ -150,6 +147,7 @@ impl SessionTransfer {
         self.bytes_out += o.bytes_out;
         self.chatty.merge(&o.chatty);
         self.bulk.merge(&o.bulk);
+        self.queries += o.queries;
         self.xacts += o.xacts;
         self.xact_us += o.xact_us;
         self.assignments += o.assignments;
@@ -352,7 +350,8 @@ mod tests {
         let mut t = SessionTransfer::default();
         t.exchange(10, Duration::from_micros(40));
         t.exchange(10, Duration::from_micros(60));
-        t.xact(Duration::from_micros(150));
+        (t.queries, t.xacts) = (2, 1);
+        t.xact_time(Duration::from_micros(150));
         t.assigned(Duration::from_micros(7));
         s.session([unix, server], "app", &t);
         s.session([unix, server], "app", &t);
@@ -360,7 +359,7 @@ mod tests {
         let dbs = s.databases();
         assert_eq!(dbs.keys().collect::<Vec<_>>(), ["app"]);
         let app = dbs["app"];
-        assert_eq!((app.queries(), app.query_us()), (4, 200));
+        assert_eq!((app.queries, app.query_us()), (4, 200));
         assert_eq!((app.xacts, app.xact_us), (2, 300));
         assert_eq!((app.assignments, app.wait_us), (2, 14));
         let snap = s.snapshot();

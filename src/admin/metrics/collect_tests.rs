@@ -38,7 +38,8 @@ fn snapshot() -> Snapshot {
     t.exchange(100, Duration::from_micros(50));
     t.exchange(3 * BULK_BYTES, Duration::from_millis(30));
     t.bytes_out = 100 + 3 * BULK_BYTES;
-    t.xact(Duration::from_millis(40));
+    (t.queries, t.xacts) = (2, 1);
+    t.xact_time(Duration::from_millis(40));
     t.assigned(Duration::from_millis(5));
     stats.transfer(unix, &t);
     stats.transfer(server, &t);

@@ -34,7 +34,7 @@
 //! | `pgharbor_pool_maxwait_seconds` | gauge | database, user | how long the oldest client still waiting for a backend has waited (SHOW POOLS `maxwait`; 0 when none waits) |
 //! | `pgharbor_clients` | gauge | state | logged-in clients: negotiating, authenticating, waiting, active, idle, closing |
 //! | `pgharbor_database_transactions_total` | counter | database | transactions completed: a ReadyForQuery saying idle ends one (SHOW STATS `total_xact_count`) |
-//! | `pgharbor_database_queries_total` | counter | database | queries: client requests up to a ReadyForQuery that leaves nothing owed (SHOW STATS `total_query_count`) |
+//! | `pgharbor_database_queries_total` | counter | database | queries: client requests answered, one per ReadyForQuery relayed (SHOW STATS `total_query_count`) |
 //! | `pgharbor_database_transaction_seconds_total` | counter | database | time of those transactions, idle in transaction included (`total_xact_time`) |
 //! | `pgharbor_database_query_seconds_total` | counter | database | time of those queries (`total_query_time`) |
 //! | `pgharbor_database_wait_seconds_total` | counter | database | time clients waited for a backend (`total_wait_time`) |

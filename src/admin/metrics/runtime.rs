@@ -24,8 +24,8 @@ const DATABASE_COUNTERS: [DbCounter; 5] = [
     ),
     (
         "pgharbor_database_queries",
-        "Queries: client requests up to a ReadyForQuery that leaves nothing owed",
-        |t| t.queries() as f64,
+        "Queries: client requests answered, one per ReadyForQuery relayed",
+        |t| t.queries as f64,
     ),
     (
         "pgharbor_database_transaction_seconds",
@@ -34,7 +34,7 @@ const DATABASE_COUNTERS: [DbCounter; 5] = [
     ),
     (
         "pgharbor_database_query_seconds",
-        "Time of those queries, from the request's first byte to its ReadyForQuery",
+        "Time client requests were in flight",
         |t| t.query_us() as f64 / 1e6,
     ),
     (

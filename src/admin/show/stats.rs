@@ -3,16 +3,17 @@
 //! client reached, as through a fallback entry), totals since start.
 //!
 //! What is counted, per database the client asked for (see
-//! [`SessionTransfer`]): a query is one request up to the ReadyForQuery
-//! that leaves the server owing nothing (a simple Query, or an extended
-//! batch up to its Sync), as PgBouncer counts one per client request; a
-//! transaction ends at a ReadyForQuery that says idle (`I`), from the start
-//! of its first query, so an autocommit statement is one transaction and
-//! one query. `received`/`sent` are bytes from and to clients; times are
-//! µs: `query_time` from a request's first byte to its ReadyForQuery,
-//! `xact_time` the same for whole transactions (idle-in-transaction time
-//! included, as in PgBouncer), `wait_time` clients' waits for a backend
-//! (each login's and, in transaction pooling, each transaction's).
+//! [`SessionTransfer`]): a query is one client request answered — a
+//! ReadyForQuery relayed to the client, for a simple Query or an extended
+//! batch up to its Sync (PgBouncer counts one per request too); a
+//! transaction ends at such a ReadyForQuery that says idle (`I`), so an
+//! autocommit statement is one transaction and one query. `received` /
+//! `sent` are bytes from and to clients; times are µs: `query_time` is the
+//! time requests were in flight (from a request's first byte to the
+//! ReadyForQuery that leaves nothing owed), `xact_time` the same for whole
+//! transactions (idle-in-transaction time included, as in PgBouncer),
+//! `wait_time` clients' waits for a backend (each login's and, in
+//! transaction pooling, each transaction's).
 //!
 //! Sessions merge their counters when they end and at most once a second
 //! while they run, so a live session's last second may not be in yet.
@@ -58,7 +59,7 @@ fn mean(total: u64, n: u64) -> Value {
 fn totals_of(t: &SessionTransfer) -> [Value; 7] {
     [
         Value::uint(t.xacts),
-        Value::uint(t.queries()),
+        Value::uint(t.queries),
         Value::uint(t.bytes_in),
         Value::uint(t.bytes_out),
         Value::uint(t.xact_us),
@@ -75,7 +76,7 @@ fn averages_of(t: &SessionTransfer) -> [Value; 7] {
         Value::Null,
         Value::Null,
         mean(t.xact_us, t.xacts),
-        mean(t.query_us(), t.queries()),
+        mean(t.query_us(), t.queries),
         mean(t.wait_us, t.assignments),
     ]
 }
@@ -176,7 +177,8 @@ mod tests {
         let mut t = SessionTransfer::default();
         t.exchange(10, Duration::from_micros(30));
         t.exchange(10, Duration::from_micros(50));
-        t.xact(Duration::from_micros(100));
+        (t.queries, t.xacts) = (2, 1);
+        t.xact_time(Duration::from_micros(100));
         t.assigned(Duration::from_micros(9));
         t.assigned(Duration::ZERO);
         let totals = totals_of(&t);

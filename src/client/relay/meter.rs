@@ -113,9 +113,19 @@ impl<'a> Meter<'a> {
         self.pending.assigned(waited);
     }
 
-    /// The server owes nothing more (a ReadyForQuery): the exchange is one
-    /// query, and a transaction ends when the server is idle again
-    /// (`in_tx` false). The clock is read once here, as before.
+    /// Counts ReadyForQuery messages relayed to the client: `queries`
+    /// client requests (a Query, or a batch up to its Sync) answered, of
+    /// which `ended` left the server idle, each ending a transaction.
+    /// Counting them, not exchanges, keeps a pipelining client's count true.
+    pub(crate) fn answered(&mut self, queries: u32, ended: u32) {
+        self.pending.queries += u64::from(queries);
+        self.pending.xacts += u64::from(ended);
+    }
+
+    /// The server owes nothing more: the exchange's time is query time, and
+    /// transaction time runs from the start of the exchange that opened the
+    /// transaction until one that leaves the server idle (`in_tx` false).
+    /// The clock is read once here, as before.
     pub(crate) fn exchange_done(&mut self, progress: &Progress, in_tx: bool) {
         let now = progress.now_ns();
         if let Some(start) = progress.take_exchange(now) {
@@ -127,7 +137,7 @@ impl<'a> Meter<'a> {
         }
         if !in_tx && self.xact_start != 0 {
             let took = now.saturating_sub(self.xact_start - 1);
-            self.pending.xact(Duration::from_nanos(took));
+            self.pending.xact_time(Duration::from_nanos(took));
             self.xact_start = 0;
         }
         self.exchange_bytes = 0;
