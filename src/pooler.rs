@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub tls_acceptor: Option<Acceptor>,
     /// The parsed `auth.hba_file` (with its ident maps), if one is set.
     pub hba: Option<Arc<Hba>>,
+    /// When that certificate expires (Unix time), read once per load.
+    pub cert_not_after: Option<i64>,
 }
 
 impl Snapshot {
@@ -59,11 +61,15 @@ impl Snapshot {
         let hba = load_hba(&config).await?;
         let tls_acceptor = build_acceptor(&config.tls)?;
         crate::tls::check_databases(&config)?;
+        let cert_not_after = tls_acceptor
+            .as_deref()
+            .and_then(crate::tls::certificate_not_after);
         Ok(Snapshot {
             config: Arc::new(config),
             auth_file,
             tls_acceptor,
             hba,
+            cert_not_after,
         })
     }
 

@@ -161,16 +161,23 @@ async fn show_commands_report_a_known_workload() {
     assert!(shown.contains("password=********"), "{shown}");
     assert!(!shown.contains("hidden_pw"), "{shown}");
 
-    // Transfer counters arrive as each session ends.
+    // Counters arrive as each session ends; one row per configured database.
     let stats = show_until(&admin, "SHOW STATS", |s| {
-        s.int(0, "total_query_count") >= 15
+        s.int(s.find(&[("database", TEST_DB)]), "total_query_count") >= 15
     })
     .await;
-    assert_eq!((stats.rows.len(), stats.get(0, "database")), (1, Some("*")));
-    assert_eq!(stats.int(0, "total_query_count"), 15);
-    assert!(stats.int(0, "total_received") > 0 && stats.int(0, "total_sent") > 0);
-    assert!(stats.int(0, "total_query_time") > 0);
-    assert_eq!(stats.get(0, "total_xact_count"), None);
+    assert_eq!(stats.rows.len(), 2, "{stats:#?}");
+    let r = stats.find(&[("database", TEST_DB)]);
+    // Each client ran one autocommit query: one transaction each.
+    assert_eq!(stats.int(r, "total_query_count"), 15);
+    assert_eq!(stats.int(r, "total_xact_count"), 15);
+    assert!(stats.int(r, "total_received") > 0 && stats.int(r, "total_sent") > 0);
+    assert!(stats.int(r, "total_query_time") > 0);
+    assert!(stats.int(r, "total_xact_time") >= stats.int(r, "total_query_time"));
+    assert_eq!(stats.get(r, "avg_query_count"), None, "no stats period");
+    let other = stats.find(&[("database", "other")]);
+    assert_eq!(stats.int(other, "total_query_count"), 0);
+    assert_eq!(stats.int(other, "total_xact_count"), 0);
 
     check_overhead(&show(&admin, "SHOW OVERHEAD").await);
 }

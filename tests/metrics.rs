@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
+use common::tls::{tls_toml, Certs};
 use common::util::free_port;
 use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
 use pgharbor::admin::metrics;
@@ -124,6 +125,19 @@ async fn endpoint_serves_metrics_only_and_stops_on_cancel() {
         value(&scrape, "pgharbor_client_logins_all_total", &[]),
         Some(0.0)
     );
+
+    // /health: ok while serving, 503 while every pool is paused.
+    let (status, _, body) = http(addr, "GET", "/health").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert_eq!(body, "ok\n");
+    let pool = pooler.pool_for("app", "bob").expect("pool");
+    pool.pause().await;
+    let (status, _, body) = http(addr, "GET", "/health").await;
+    assert!(status.starts_with("HTTP/1.1 503"), "{status}");
+    assert_eq!(body, "paused\n");
+    pool.resume();
+    let (status, _, _) = http(addr, "HEAD", "/health").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
 
     let (status, _, _) = http(addr, "GET", "/").await;
     assert!(status.starts_with("HTTP/1.1 404"), "{status}");
@@ -237,4 +251,90 @@ async fn login_counters_split_by_transport() {
     assert_eq!(total, Some(3.0));
     let pool = [("database", TEST_DB), ("user", SCRAM_USER.0)];
     assert_eq!(value(&s, "pgharbor_pool_max_servers", &pool), Some(20.0));
+}
+
+/// A certificate's notAfter as Unix time, read with OpenSSL.
+fn not_after(pem_path: &Path) -> f64 {
+    let pem = std::fs::read(pem_path).expect("read certificate");
+    let cert = openssl::x509::X509::from_pem(&pem).expect("PEM certificate");
+    let epoch = openssl::asn1::Asn1Time::from_unix(0).unwrap();
+    let d = epoch.diff(cert.not_after()).unwrap();
+    f64::from(d.days) * 86_400.0 + f64::from(d.secs)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_counts_process_and_health_through_a_drain() {
+    let pg = PgCluster::shared();
+    let certs = Certs::generate("metrics");
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::transaction(1)
+            .tls(&tls_toml(Some(&certs), &[("sslmode", "prefer")]))
+            .shutdown_timeout("20s")
+            .metrics_listen(&metrics_addr.to_string()),
+    );
+    let conninfo = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let holder = connect_ok(&conninfo).await;
+    let waiter = connect_ok(&conninfo).await;
+    holder.simple_query("BEGIN").await.expect("BEGIN");
+    let query = tokio::spawn(async move {
+        let r = waiter.simple_query("SELECT 1").await;
+        (waiter, r)
+    });
+    let pool = [("database", TEST_DB), ("user", SCRAM_USER.0)];
+    let maxwait = |s: &Scrape| value(s, "pgharbor_pool_maxwait_seconds", &pool).unwrap_or(0.0);
+    let s = scrape_until(metrics_addr, |s| maxwait(s) >= 0.5).await;
+    assert!((0.5..30.0).contains(&maxwait(&s)), "{}", maxwait(&s));
+    holder.simple_query("COMMIT").await.expect("COMMIT");
+    let (waiter, r) = query.await.unwrap();
+    r.expect("the waiter's query");
+    drop(waiter);
+
+    // holder: BEGIN, COMMIT; waiter: SELECT 1 = 2 transactions, 3 queries,
+    // handed over when the sessions end.
+    drop(holder);
+    let db = [("database", TEST_DB)];
+    let queries = |s: &Scrape| value(s, "pgharbor_database_queries_total", &db).unwrap_or(0.0);
+    let s = scrape_until(metrics_addr, |s| queries(s) >= 3.0).await;
+    assert_eq!(queries(&s), 3.0);
+    assert_eq!(
+        value(&s, "pgharbor_database_transactions_total", &db),
+        Some(2.0)
+    );
+    let waited = value(&s, "pgharbor_database_wait_seconds_total", &db).unwrap_or(0.0);
+    assert!(waited >= 0.5, "wait seconds {waited}");
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    assert_eq!(value(&s, "pgharbor_build_info", &version), Some(1.0));
+    let expiry = value(&s, "pgharbor_tls_certificate_expiry_seconds", &[]);
+    assert_eq!(expiry, Some(not_after(&certs.cert)));
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(expiry.unwrap_or(0.0) > now, "an expired test certificate?");
+    let rss = value(&s, "process_resident_memory_bytes", &[]).unwrap_or(0.0);
+    assert!((1e6..1e10).contains(&rss), "rss {rss}");
+    let fds = value(&s, "process_open_fds", &[]).unwrap_or(0.0);
+    assert!((4.0..10_000.0).contains(&fds), "fds {fds}");
+    let cpu = value(&s, "process_cpu_seconds_total", &[]).unwrap_or(-1.0);
+    assert!((0.0..3600.0).contains(&cpu), "cpu {cpu}");
+
+    // /health: 200 while serving, 503 from the moment SIGTERM starts the
+    // drain (a client still connected keeps it draining).
+    let (status, _, body) = http(metrics_addr, "GET", "/health").await;
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert_eq!(body, "ok\n");
+    let _draining = connect_ok(&conninfo).await;
+    pooler.signal(libc::SIGTERM);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (status, body) = loop {
+        let (status, _, body) = http(metrics_addr, "GET", "/health").await;
+        if status.starts_with("HTTP/1.1 503") || Instant::now() > deadline {
+            break (status, body);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.starts_with("HTTP/1.1 503"), "{status}");
+    assert_eq!(body, "shutting down\n");
 }

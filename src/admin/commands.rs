@@ -12,8 +12,8 @@ use set::parse_set;
 
 /// The commands the console knows, in the order `SHOW HELP` lists them.
 pub const USAGE: &str =
-    "SHOW HELP|VERSION|CONFIG|CONFIG_RELOAD|DATABASES|POOLS|CLIENTS|SERVERS|USERS|STATS\n\
-     SHOW LISTS|MEM|STATE|OVERHEAD\n\
+    "SHOW HELP|VERSION|CONFIG|CONFIG_RELOAD|DATABASES|POOLS|CLIENTS|SERVERS|USERS\n\
+     SHOW STATS|STATS_TOTALS|TOTALS|LISTS|MEM|STATE|OVERHEAD\n\
      SET key = arg\nRELOAD\nPAUSE [<db>]\nRESUME [<db>]\nDISABLE <db>\nENABLE <db>\n\
      RECONNECT [<db>]\nKILL <db>\nKILL_CLIENT <id>\nWAIT_CLOSE [<db>]\nSHUTDOWN";
 
@@ -41,6 +41,10 @@ pub enum Command {
     ShowServers,
     /// `SHOW STATS`
     ShowStats,
+    /// `SHOW STATS_TOTALS`
+    ShowStatsTotals,
+    /// `SHOW TOTALS`
+    ShowTotals,
     /// `SHOW OVERHEAD`: pgharbor's establishment-versus-transfer report.
     ShowOverhead,
     /// `SHOW CONFIG_RELOAD`: SHOW CONFIG with what a reload does per key.
@@ -95,6 +99,8 @@ impl Command {
             Command::ShowClients => "SHOW CLIENTS",
             Command::ShowServers => "SHOW SERVERS",
             Command::ShowStats => "SHOW STATS",
+            Command::ShowStatsTotals => "SHOW STATS_TOTALS",
+            Command::ShowTotals => "SHOW TOTALS",
             Command::ShowOverhead => "SHOW OVERHEAD",
             Command::ShowConfigReload => "SHOW CONFIG_RELOAD",
             Command::ShowUsers => "SHOW USERS",
@@ -156,6 +162,8 @@ pub fn parse(sql: &str) -> Result<Command, PgError> {
             "clients" => Command::ShowClients,
             "servers" => Command::ShowServers,
             "stats" => Command::ShowStats,
+            "stats_totals" => Command::ShowStatsTotals,
+            "totals" => Command::ShowTotals,
             "overhead" => Command::ShowOverhead,
             "config_reload" => Command::ShowConfigReload,
             "users" => Command::ShowUsers,
@@ -286,6 +294,8 @@ mod tests {
             ("sHoW cOnFiG", Command::ShowConfig),
             ("show databases", Command::ShowDatabases),
             ("SHOW STATS", Command::ShowStats),
+            ("show Stats_Totals;", Command::ShowStatsTotals),
+            ("SHOW TOTALS", Command::ShowTotals),
             ("show help", Command::ShowHelp),
             ("reload;", Command::Reload),
             ("ShutDown", Command::Shutdown),

@@ -252,6 +252,8 @@ fn show(
         Command::ShowServers => sockets::servers(pooler, auth),
         Command::ShowUsers => show::users(pooler, auth),
         Command::ShowStats => show::stats(pooler, auth),
+        Command::ShowStatsTotals => show::stats_totals(pooler, auth),
+        Command::ShowTotals => show::totals(pooler, auth),
         Command::ShowLists => show::lists(pooler, auth),
         Command::ShowMem => show::mem(pooler, auth),
         Command::ShowState => show::state(pooler, auth),

@@ -6,8 +6,9 @@
 //!
 //! Commands (simple query protocol only; case-insensitive; one per query):
 //! `SHOW HELP`, `SHOW VERSION`, `SHOW CONFIG`, `SHOW CONFIG_RELOAD`,
-//! `SHOW DATABASES`, `SHOW USERS`, `SHOW POOLS`, `SHOW STATS`, `SHOW LISTS`,
-//! `SHOW MEM`, `SHOW STATE` (PgBouncer's columns, see [`show`]),
+//! `SHOW DATABASES`, `SHOW USERS`, `SHOW POOLS`, `SHOW STATS`,
+//! `SHOW STATS_TOTALS`, `SHOW TOTALS`, `SHOW LISTS`, `SHOW MEM`, `SHOW STATE`
+//! (PgBouncer's columns, see [`show`]),
 //! `SHOW CLIENTS`, `SHOW SERVERS` (see [`sockets`]), `SHOW OVERHEAD`
 //! (pgharbor's establishment-versus-transfer report, see [`overhead`]),
 //! `PAUSE [db]`, `RESUME [db]`, `KILL db`, `KILL_CLIENT id`, `DISABLE db`,

@@ -1,16 +1,29 @@
 //! `SHOW CLIENTS` and `SHOW SERVERS`, with PgBouncer's (1.24) socket
 //! columns, from the client registry and each pool's server registry.
 //!
-//! What differs from PgBouncer: `ptr` and `link` are `c<id>` / `s<id>`
-//! (pgharbor's connection ids) instead of memory addresses; `tls` is `TLS`
-//! or empty (the protocol and cipher are not recorded); times are UTC.
-//! Not recorded, so NULL: `local_addr`, `local_port`, `request_time`,
-//! `application_name`; `wait`, `wait_us`, `close_needed` and
+//! - `ptr` and `link` are `c<id>` / `s<id>` (pgharbor's connection ids)
+//!   instead of memory addresses: a client's `link` is the `ptr` of the
+//!   backend it holds and that backend's `link` is the client's `ptr`, NULL
+//!   when there is none; `id` is the same number.
+//! - `wait` / `wait_us` (clients): how long the client has been waiting for
+//!   a backend, in whole seconds and the microseconds beyond them; 0 when
+//!   it is not waiting. Computed when SHOW runs from the time the client
+//!   recorded when its wait began.
+//! - `application_name`: the one the client sent in its startup packet
+//!   (a later `SET application_name` is not followed), empty when it sent
+//!   none, as PgBouncer shows it; on a server row, that of the client
+//!   holding it, empty when none does.
+//!
+//! What differs from PgBouncer: `tls` is `TLS` or empty (the protocol and
+//! cipher are not recorded); times are UTC. Not recorded, so NULL:
+//! `local_addr`, `local_port`, `request_time`; `close_needed` and
 //! `prepared_statements` are 0.
 
-use std::time::SystemTime;
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
 
 use super::rows::{ResultSet, Type, Value};
+use super::show::seconds_and_us;
 use super::Authorized;
 use crate::config::{BackendHost, Config};
 use crate::listener::Transport;
@@ -54,12 +67,15 @@ struct Socket {
     link: Option<String>,
     remote_pid: i64,
     tls: bool,
+    wait: Duration,
+    application_name: String,
     id: u64,
 }
 
 impl Socket {
     fn row(self) -> Vec<Value> {
         let tls = if self.tls { "TLS" } else { "" };
+        let (wait, wait_us) = seconds_and_us(self.wait);
         vec![
             self.kind.into(),
             self.user.into(),
@@ -72,14 +88,14 @@ impl Socket {
             Value::Null,
             timestamp(self.connected_at).into(),
             Value::Null,
-            Value::Int(0),
-            Value::Int(0),
+            wait,
+            wait_us,
             Value::Int(0),
             self.ptr.into(),
             Value::opt_text(self.link),
             Value::Int(self.remote_pid),
             tls.into(),
-            Value::Null,
+            self.application_name.into(),
             Value::Int(0),
             Value::uint(self.id),
         ]
@@ -138,6 +154,8 @@ pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
             link: c.backend.map(|b| format!("s{b}")),
             remote_pid: 0,
             tls: c.tls,
+            wait: c.wait.unwrap_or_default(),
+            application_name: c.application_name.unwrap_or_default(),
             id: c.id,
         };
         rs.push(socket.row());
@@ -149,8 +167,14 @@ pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
 /// of its conninfo's list that it is on (`unix` for a socket, as PgBouncer).
 pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
     let mut rs = ResultSet::new(COLUMNS);
+    let app_names: BTreeMap<u64, String> = pooler
+        .clients
+        .list()
+        .into_iter()
+        .filter_map(|c| Some((c.id, c.application_name?)))
+        .collect();
     let mut pools = pooler.pools.all();
-    pools.sort_by(|a, b| (&a.key.database, &a.key.user).cmp(&(&b.key.database, &b.key.user)));
+    pools.sort_by(|a, b| a.key.cmp(&b.key));
     for pool in pools {
         for s in pool.servers().list() {
             let (addr, port) = match s.host.as_deref() {
@@ -172,6 +196,11 @@ pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
                 link: s.client.map(|c| format!("c{c}")),
                 remote_pid: s.pid.into(),
                 tls: s.tls,
+                wait: Duration::ZERO,
+                application_name: s
+                    .client
+                    .and_then(|c| app_names.get(&c).cloned())
+                    .unwrap_or_default(),
                 id: s.id,
             };
             rs.push(socket.row());

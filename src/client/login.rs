@@ -126,6 +126,8 @@ pub(super) async fn attach(
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,
+        application_name: startup.get("application_name").map(str::to_string),
+        wait: None,
     });
     // DISABLE refuses the database as PostgreSQL refuses one with
     // datallowconn off, after authentication; clients already in stay.
@@ -162,7 +164,7 @@ pub(super) async fn attach(
         .flatten();
     let (mut lease, shown) = match known {
         Some(shown) => (None, shown),
-        None => match acquire(&pool, ctx.id, &wanted, hint, timings, &entry).await {
+        None => match acquire(&pool, &entry, &wanted, hint, timings).await {
             Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
                 let shown = Arc::new(lease.backend().ledger_ref().params().clone());
@@ -261,17 +263,16 @@ pub(super) async fn attach(
 /// Gets a backend from the client's pool and applies its parameters.
 async fn acquire(
     pool: &Arc<Pool>,
-    client_id: u64,
+    client: &ClientEntry,
     wanted: &[(String, String)],
     app_name_hint: Option<&str>,
     timings: &mut LoginTimings,
-    entry: &ClientEntry,
 ) -> Result<Lease, ClientError> {
     let wait_started = Instant::now();
     // KILL_CLIENT reaches a client still waiting for its first backend too.
     let mut lease = tokio::select! {
-        l = pool.acquire(client_id, app_name_hint) => l?,
-        _ = entry.kill_token().cancelled() => return Err(ClientError::Shutdown),
+        l = pool.acquire(client, app_name_hint) => l?,
+        _ = client.kill_token().cancelled() => return Err(ClientError::Shutdown),
     };
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;

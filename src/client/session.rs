@@ -69,7 +69,9 @@ impl Session {
         let killed = lease.pool().kill_token();
         let killed_alone = self.entry.kill_token().clone();
         let client_class = Class::client(self.transport, stream.is_tls());
-        let mut meter = Meter::new(&pooler.stats, client_class, lease.backend().class());
+        let classes = [client_class, lease.backend().class()];
+        let mut meter = Meter::new(&pooler.stats, classes, &self.database);
+        meter.assigned(lease.waited());
         // Session pooling renames nothing: the client's names are the server's.
         let mut statements = ClientStatements::default();
         let mode = Mode {

@@ -22,6 +22,22 @@ pub enum NoPool {
     Create(String),
 }
 
+/// The key of the pool a client of `user` on `database` belongs to under
+/// `config` (None for a database it does not have): a conninfo with `user`
+/// puts every client of the entry in that user's pool.
+pub fn pool_key(config: &Config, database: &str, user: &str) -> Option<PoolKey> {
+    config
+        .database(database)
+        .map(|db| key_of(db, database, user))
+}
+
+fn key_of(db: &crate::config::DatabaseConfig, database: &str, user: &str) -> PoolKey {
+    PoolKey {
+        database: database.to_string(),
+        user: db.conninfo.user.clone().unwrap_or_else(|| user.to_string()),
+    }
+}
+
 impl PoolRegistry {
     /// The pool serving `user` on `database` under `config`, created on first use.
     pub fn pool_for(
@@ -34,11 +50,8 @@ impl PoolRegistry {
         let Some(db) = config.database(database) else {
             return Err(NoPool::UnknownDatabase(database.to_string()));
         };
-        let backend_user = db.conninfo.user.clone().unwrap_or_else(|| user.to_string());
-        let key = PoolKey {
-            database: database.to_string(),
-            user: backend_user.clone(),
-        };
+        let key = key_of(db, database, user);
+        let backend_user = key.user.clone();
         self.get_or_create(&key, || {
             let password = db.conninfo.password.as_deref();
             let creds = credentials_for(auth, &backend_user, password);

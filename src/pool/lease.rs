@@ -1,7 +1,7 @@
 //! A backend lent to one client, and how it comes back.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use deadpool::managed::Object;
 use tokio::sync::OwnedSemaphorePermit;
@@ -19,6 +19,8 @@ pub struct Lease {
     /// backends. Given up only once the backend is back in the pool or
     /// closed, so the next client in line cannot open one more meanwhile.
     pub(super) permit: Option<OwnedSemaphorePermit>,
+    /// How long the client waited for it (zero when one was idle at once).
+    pub(super) waited: Duration,
 }
 
 impl Lease {
@@ -26,6 +28,12 @@ impl Lease {
     pub fn backend(&mut self) -> &mut Link {
         // Invariant: `obj` is Some until `finish` or drop consume the lease.
         &mut self.obj.as_mut().expect("lease used after finish").backend
+    }
+
+    /// How long the client waited for this backend (zero when an idle one
+    /// was free at once; the checkout read no clock then).
+    pub fn waited(&self) -> Duration {
+        self.waited
     }
 
     /// The pool the backend belongs to.

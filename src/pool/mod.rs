@@ -40,7 +40,7 @@ use deadpool::Runtime;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-pub use from_config::NoPool;
+pub use from_config::{pool_key, NoPool};
 pub use lease::Lease;
 pub use limits::LimitGroup;
 use limits::Prepaid;
@@ -52,10 +52,11 @@ pub use servers::{ServerInfo, ServerRegistry, ServerState};
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
 use crate::backend::{BackendError, BackendIds, Credentials, HostRoute};
+use crate::registry::ClientEntry;
 use crate::stats::Stats;
 
 /// Identifies one pool.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PoolKey {
     /// Database name as the client asked for it.
     pub database: String,
@@ -246,10 +247,12 @@ impl Pool {
     }
 
     /// Waits (first come, first served, and not while paused) for a clean
-    /// backend for client `client_id`, at most `query_wait_timeout`.
+    /// backend for `client`, at most `query_wait_timeout`. Only a client
+    /// that has to wait has its wait recorded (in its registry entry, for
+    /// SHOW CLIENTS and SHOW POOLS, and in the lease, for SHOW STATS).
     pub async fn acquire(
         self: &Arc<Self>,
-        client_id: u64,
+        client: &ClientEntry,
         app_name: Option<&str>,
     ) -> Result<Lease, AcquireError> {
         if let Ok(mut hint) = self.inner.manager().app_name_hint.lock() {
@@ -277,24 +280,29 @@ impl Pool {
             }
             _ => None,
         };
-        let (mut obj, permit) = match fast {
-            Some(got) => got,
+        let (mut obj, permit, waited) = match fast {
+            Some((obj, permit)) => (obj, permit, Duration::ZERO),
             None => {
+                let wait = client.waiting();
                 self.waiting.fetch_add(1, Ordering::Relaxed);
                 let got = tokio::time::timeout_at(deadline, self.checkout()).await;
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 match got {
                     Err(_) => return Err(timed_out),
-                    Ok(got) => got?,
+                    Ok(got) => {
+                        let (obj, permit) = got?;
+                        (obj, permit, wait.elapsed())
+                    }
                 }
             }
         };
         obj.clean = false;
-        obj.backend.lent_to(client_id);
+        obj.backend.lent_to(client.id());
         Ok(Lease {
             obj: Some(obj),
             pool: self.clone(),
             permit: Some(permit),
+            waited,
         })
     }
 

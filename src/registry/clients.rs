@@ -1,12 +1,17 @@
 //! Who is connected and what each client is doing, for SHOW CLIENTS.
 //! The list changes at login and at the end; what a client is doing changes
-//! per transaction in transaction pooling, so that part is two atomics of
-//! the client's own, read when the admin asks, never a global lock.
+//! per transaction in transaction pooling, so that part is atomics of the
+//! client's own, read when the admin asks, never a global lock.
+//!
+//! A client that has to wait for a backend records when it started (only
+//! when it does wait: a checkout that finds an idle backend at once reads
+//! no clock), so SHOW CLIENTS `wait` and SHOW POOLS `maxwait` are computed
+//! when they are asked for.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
@@ -71,6 +76,10 @@ pub struct ClientInfo {
     pub state: ClientState,
     /// The backend it holds, if any.
     pub backend: Option<u64>,
+    /// The `application_name` of its startup packet, if it sent one.
+    pub application_name: Option<String>,
+    /// How long it has been waiting for a backend, while it is.
+    pub wait: Option<Duration>,
 }
 
 /// What a client is doing now, updated without the registry's lock.
@@ -81,6 +90,10 @@ struct Live {
     backend: AtomicU64,
     /// Cancelled by KILL_CLIENT: the session ends (57P01).
     kill: CancellationToken,
+    /// When its wait for a backend began, in ns after `epoch` plus one
+    /// (0: not waiting).
+    wait_since: AtomicU64,
+    epoch: Instant,
 }
 
 impl Live {
@@ -89,19 +102,41 @@ impl Live {
         self.backend.store(backend.unwrap_or(0), Ordering::Relaxed);
     }
 
-    fn fill(&self, info: &mut ClientInfo) {
+    fn fill(&self, info: &mut ClientInfo, now: Instant) {
         info.state = ClientState::from_u8(self.state.load(Ordering::Relaxed));
         info.backend = Some(self.backend.load(Ordering::Relaxed)).filter(|b| *b != 0);
+        info.wait = match self.wait_since.load(Ordering::Relaxed) {
+            0 => None,
+            since => {
+                let waited = now.saturating_duration_since(self.epoch);
+                Some(waited.saturating_sub(Duration::from_nanos(since - 1)))
+            }
+        };
     }
 }
 
+type Entries = BTreeMap<u64, (ClientInfo, Arc<Live>)>;
+
 /// Every logged-in client.
-#[derive(Debug, Default)]
-pub struct ClientRegistry(Mutex<BTreeMap<u64, (ClientInfo, Arc<Live>)>>);
+#[derive(Debug)]
+pub struct ClientRegistry {
+    entries: Mutex<Entries>,
+    /// The clock origin of every client's wait.
+    epoch: Instant,
+}
+
+impl Default for ClientRegistry {
+    fn default() -> Self {
+        ClientRegistry {
+            entries: Mutex::default(),
+            epoch: Instant::now(),
+        }
+    }
+}
 
 impl ClientRegistry {
-    fn with<R>(&self, f: impl FnOnce(&mut BTreeMap<u64, (ClientInfo, Arc<Live>)>) -> R) -> R {
-        match self.0.lock() {
+    fn with<R>(&self, f: impl FnOnce(&mut Entries) -> R) -> R {
+        match self.entries.lock() {
             Ok(mut m) => f(&mut m),
             Err(p) => f(&mut p.into_inner()),
         }
@@ -114,6 +149,8 @@ impl ClientRegistry {
             state: AtomicU8::new(info.state as u8),
             backend: AtomicU64::new(info.backend.unwrap_or(0)),
             kill: CancellationToken::new(),
+            wait_since: AtomicU64::new(0),
+            epoch: self.epoch,
         });
         self.with(|m| m.insert(id, (info, live.clone())));
         ClientEntry {
@@ -130,13 +167,14 @@ impl ClientRegistry {
         live.map(|l| l.kill.cancel()).is_some()
     }
 
-    /// A copy of every entry.
+    /// A copy of every entry, with waits as of now.
     pub fn list(&self) -> Vec<ClientInfo> {
+        let now = Instant::now();
         self.with(|m| {
             m.values()
                 .map(|(info, live)| {
                     let mut info = info.clone();
-                    live.fill(&mut info);
+                    live.fill(&mut info, now);
                     info
                 })
                 .collect()
@@ -160,6 +198,40 @@ impl ClientEntry {
     /// Cancelled when KILL_CLIENT names this client.
     pub fn kill_token(&self) -> &CancellationToken {
         &self.live.kill
+    }
+
+    /// The client's connection id.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Records that the client starts waiting for a backend now; the wait
+    /// ends when the returned guard is dropped (got one, gave up, or the
+    /// checkout was cancelled).
+    pub fn waiting(&self) -> Waiting<'_> {
+        let ns = self.live.epoch.elapsed().as_nanos() as u64 + 1;
+        self.live.wait_since.store(ns, Ordering::Relaxed);
+        Waiting(&self.live)
+    }
+}
+
+/// A client's wait for a backend, in progress (see [`ClientEntry::waiting`]).
+pub struct Waiting<'e>(&'e Live);
+
+impl Waiting<'_> {
+    /// How long the wait has lasted so far.
+    pub fn elapsed(&self) -> Duration {
+        let since = self.0.wait_since.load(Ordering::Relaxed).saturating_sub(1);
+        self.0
+            .epoch
+            .elapsed()
+            .saturating_sub(Duration::from_nanos(since))
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.wait_since.store(0, Ordering::Relaxed);
     }
 }
 
@@ -186,8 +258,19 @@ mod tests {
             connected_at: SystemTime::now(),
             state: ClientState::WaitingForBackend,
             backend: None,
+            application_name: Some("app".into()),
+            wait: None,
         });
         assert_eq!(r.list()[0].state, ClientState::WaitingForBackend);
+        assert_eq!(r.list()[0].wait, None);
+        let waiting = entry.waiting();
+        std::thread::sleep(Duration::from_millis(20));
+        let wait = r.list()[0].wait.unwrap_or_default();
+        assert!(wait >= Duration::from_millis(20), "{wait:?}");
+        assert!(waiting.elapsed() >= wait);
+        drop(waiting);
+        assert_eq!(r.list()[0].wait, None);
+        assert_eq!(r.list()[0].application_name.as_deref(), Some("app"));
         entry.set(ClientState::Active, Some(9));
         assert_eq!(r.list()[0].backend, Some(9));
         assert_eq!(r.list()[0].state, ClientState::Active);

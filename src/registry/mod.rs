@@ -9,5 +9,5 @@ pub mod clients;
 pub mod statements;
 
 pub use cancel::{CancelKey, CancelRegistry, CancelSlot};
-pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState};
+pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState, Waiting};
 pub use statements::{Statement, StatementRegistry};

@@ -4,7 +4,9 @@
 //! Cheap on the hot path: a connection keeps its own counters and merges
 //! them here once per login, per backend connect, and when a session ends or
 //! has been relaying for [`FLUSH_INTERVAL`] — one short lock each, never one
-//! per message.
+//! per message or per transaction. A session's counters go to its client
+//! and backend classes (SHOW OVERHEAD) and to its database (SHOW STATS) in
+//! that one lock.
 
 mod class;
 
@@ -83,7 +85,13 @@ impl Transfer {
     }
 }
 
-/// Transfer counters one session accumulates between flushes.
+/// Counters one session accumulates between flushes: transfer, and
+/// PgBouncer's transaction, query and wait counts. A query is one client
+/// request answered (a ReadyForQuery relayed to the client: a simple Query,
+/// or an extended batch up to its Sync); a transaction ends at such a
+/// ReadyForQuery that says idle (`I`), so an autocommit statement is one
+/// of each. Query time is the exchanges' busy time; transaction time runs
+/// from the start of the exchange that opened it to the one that ended it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SessionTransfer {
     /// Bytes client → server.
@@ -94,6 +102,16 @@ pub struct SessionTransfer {
     pub chatty: Transfer,
     /// Exchanges whose response was at least [`BULK_BYTES`].
     pub bulk: Transfer,
+    /// Client requests answered.
+    pub queries: u64,
+    /// Transactions completed.
+    pub xacts: u64,
+    /// Their time in all, µs.
+    pub xact_us: u64,
+    /// Backends handed to a client of the session.
+    pub assignments: u64,
+    /// Time the client waited for those backends, µs.
+    pub wait_us: u64,
 }
 
 impl SessionTransfer {
@@ -107,12 +125,33 @@ impl SessionTransfer {
         }
     }
 
+    /// Adds time spent in transactions.
+    pub fn xact_time(&mut self, took: Duration) {
+        self.xact_us += took.as_micros() as u64;
+    }
+
+    /// Records one backend handed over after `waited`.
+    pub fn assigned(&mut self, waited: Duration) {
+        self.assignments += 1;
+        self.wait_us += waited.as_micros() as u64;
+    }
+
+    /// Time with queries in flight (the exchanges' busy time), µs.
+    pub fn query_us(&self) -> u64 {
+        self.chatty.busy_us + self.bulk.busy_us
+    }
+
     /// Adds another session's counters.
     pub fn merge(&mut self, o: &SessionTransfer) {
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
         self.chatty.merge(&o.chatty);
         self.bulk.merge(&o.bulk);
+        self.queries += o.queries;
+        self.xacts += o.xacts;
+        self.xact_us += o.xact_us;
+        self.assignments += o.assignments;
+        self.wait_us += o.wait_us;
     }
 }
 
@@ -162,10 +201,18 @@ impl ClassStats {
     }
 }
 
+/// What the collector's one lock guards.
+#[derive(Default)]
+struct Books {
+    classes: BTreeMap<Class, ClassStats>,
+    /// Per database a client asked for.
+    databases: BTreeMap<String, SessionTransfer>,
+}
+
 /// The pooler-wide collector.
 #[derive(Default)]
 pub struct Stats {
-    classes: Mutex<BTreeMap<Class, ClassStats>>,
+    books: Mutex<Books>,
     /// Client logins that were given a backend some earlier client had used.
     pub reused_logins: AtomicU64,
     /// Client logins in all.
@@ -178,14 +225,15 @@ impl Stats {
         Stats::default()
     }
 
+    fn with_books<R>(&self, f: impl FnOnce(&mut Books) -> R) -> R {
+        match self.books.lock() {
+            Ok(mut b) => f(&mut b),
+            Err(p) => f(&mut p.into_inner()),
+        }
+    }
+
     fn with_class<R>(&self, class: Class, f: impl FnOnce(&mut ClassStats) -> R) -> R {
-        let mut classes = match self.classes.lock() {
-            Ok(c) => c,
-            Err(p) => p.into_inner(),
-        };
-        f(classes
-            .entry(class)
-            .or_insert_with(|| ClassStats::new(class.side)))
+        self.with_books(|b| f(b.class(class)))
     }
 
     /// Records a successful client login; `reused` says its backend had served before.
@@ -219,19 +267,48 @@ impl Stats {
         });
     }
 
-    /// Merges a session's transfer counters.
+    /// Merges a session's transfer counters into one class.
     pub fn transfer(&self, class: Class, t: &SessionTransfer) {
         if *t != SessionTransfer::default() {
             self.with_class(class, |c| c.transfer.merge(t));
         }
     }
 
+    /// Merges a session's counters into its client and backend classes
+    /// and its database, under one lock.
+    pub fn session(&self, classes: [Class; 2], database: &str, t: &SessionTransfer) {
+        if *t == SessionTransfer::default() {
+            return;
+        }
+        self.with_books(|b| {
+            for class in classes {
+                b.class(class).transfer.merge(t);
+            }
+            match b.databases.get_mut(database) {
+                Some(d) => d.merge(t),
+                None => {
+                    b.databases.insert(database.to_string(), *t);
+                }
+            }
+        });
+    }
+
     /// A copy of every class, for reports.
     pub fn snapshot(&self) -> BTreeMap<Class, ClassStats> {
-        match self.classes.lock() {
-            Ok(c) => c.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.with_books(|b| b.classes.clone())
+    }
+
+    /// A copy of every database's counters (databases with traffic only).
+    pub fn databases(&self) -> BTreeMap<String, SessionTransfer> {
+        self.with_books(|b| b.databases.clone())
+    }
+}
+
+impl Books {
+    fn class(&mut self, class: Class) -> &mut ClassStats {
+        self.classes
+            .entry(class)
+            .or_insert_with(|| ClassStats::new(class.side))
     }
 }
 
@@ -263,5 +340,30 @@ mod tests {
         assert!((snap[&unix].transfer.bulk.mb_per_s() - 104.857_6).abs() < 0.01);
         assert_eq!(s.reused_logins.load(Ordering::Relaxed), 1);
         assert_eq!(s.logins.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_session_merges_into_its_classes_and_its_database() {
+        let s = Stats::new();
+        let unix = Class::client(Transport::Unix, false);
+        let server = Class::backend(Transport::Unix, false);
+        let mut t = SessionTransfer::default();
+        t.exchange(10, Duration::from_micros(40));
+        t.exchange(10, Duration::from_micros(60));
+        (t.queries, t.xacts) = (2, 1);
+        t.xact_time(Duration::from_micros(150));
+        t.assigned(Duration::from_micros(7));
+        s.session([unix, server], "app", &t);
+        s.session([unix, server], "app", &t);
+        s.session([unix, server], "idle", &SessionTransfer::default());
+        let dbs = s.databases();
+        assert_eq!(dbs.keys().collect::<Vec<_>>(), ["app"]);
+        let app = dbs["app"];
+        assert_eq!((app.queries, app.query_us()), (4, 200));
+        assert_eq!((app.xacts, app.xact_us), (2, 300));
+        assert_eq!((app.assignments, app.wait_us), (2, 14));
+        let snap = s.snapshot();
+        assert_eq!(snap[&unix].transfer, snap[&server].transfer);
+        assert_eq!(snap[&unix].transfer.xacts, 2);
     }
 }

@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use openssl::asn1::Asn1Time;
 use openssl::pkey::{PKey, Private};
 use openssl::ssl::{SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion};
 use openssl::x509::X509;
@@ -105,4 +106,13 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     // between reads and writes.
     b.set_mode(SslMode::RELEASE_BUFFERS);
     Ok(Some(Arc::new(b.build())))
+}
+
+/// When the acceptor's certificate (the one clients are shown) expires, as
+/// a Unix timestamp: its notAfter, read from the certificate OpenSSL loaded.
+pub fn certificate_not_after(acceptor: &SslAcceptor) -> Option<i64> {
+    let cert = acceptor.context().certificate()?;
+    let epoch = Asn1Time::from_unix(0).ok()?;
+    let since = epoch.diff(cert.not_after()).ok()?;
+    Some(i64::from(since.days) * 86_400 + i64::from(since.secs))
 }

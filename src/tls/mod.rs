@@ -8,5 +8,5 @@ mod client_cert;
 pub mod connector;
 pub mod policy;
 
-pub use acceptor::{build_acceptor, Acceptor, TlsError};
+pub use acceptor::{build_acceptor, certificate_not_after, Acceptor, TlsError};
 pub use connector::{check_databases, BackendTls};

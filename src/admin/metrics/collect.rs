@@ -7,25 +7,21 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use hdrhistogram::Histogram;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::prometheus_text;
-use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeMetric,
-    NoLabelSet,
-};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Registry;
 
+use super::encode::{counters, gauges, histograms};
+use super::process::Process;
+use crate::admin::show::{clients_by_pool, stats_by_database};
 use crate::pool::ServerState;
 use crate::pooler::Pooler;
 use crate::registry::ClientState;
-use crate::stats::{Class, ClassStats, Side, BACKEND_PHASES, CLIENT_PHASES};
+use crate::stats::{Class, ClassStats, SessionTransfer, Side, BACKEND_PHASES, CLIENT_PHASES};
 
 /// Bucket bounds of the phase histograms, µs: 10 µs .. 10 s.
-const PHASE_BOUNDS_US: [u64; 19] = [
+pub(super) const PHASE_BOUNDS_US: [u64; 19] = [
     10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000,
     500_000, 1_000_000, 2_500_000, 5_000_000, 10_000_000,
 ];
@@ -71,7 +67,7 @@ impl Collector for PoolerCollector {
 
 /// One pool's gauges.
 #[derive(Debug, Clone)]
-struct PoolRow {
+pub(super) struct PoolRow {
     database: String,
     user: String,
     /// Backends by state: active, idle, used.
@@ -79,21 +75,29 @@ struct PoolRow {
     max: usize,
     waiting: usize,
     paused: bool,
+    /// The oldest current waiter's wait, seconds.
+    max_wait_s: f64,
 }
 
 /// What one scrape reports, copied out of the pooler.
 #[derive(Debug)]
-struct Snapshot {
-    classes: BTreeMap<Class, ClassStats>,
-    logins: u64,
-    reused_logins: u64,
-    pools: Vec<PoolRow>,
+pub(super) struct Snapshot {
+    pub(super) classes: BTreeMap<Class, ClassStats>,
+    pub(super) logins: u64,
+    pub(super) reused_logins: u64,
+    pub(super) pools: Vec<PoolRow>,
     /// Logged-in clients, in [`CLIENT_STATES`] order.
-    clients: [u64; 6],
+    pub(super) clients: [u64; 6],
+    /// Per database: SHOW STATS's counters.
+    pub(super) databases: BTreeMap<String, SessionTransfer>,
+    /// The client-facing certificate's notAfter, Unix time.
+    pub(super) cert_not_after: Option<i64>,
+    pub(super) process: Process,
 }
 
 impl Snapshot {
     fn take(pooler: &Pooler) -> Snapshot {
+        let waits = clients_by_pool(pooler);
         let mut pools: Vec<PoolRow> = pooler
             .pools
             .all()
@@ -114,6 +118,7 @@ impl Snapshot {
                     max: p.status().2,
                     waiting: p.waiting(),
                     paused: p.is_paused(),
+                    max_wait_s: waits.get(&p.key).map_or(0.0, |c| c.max_wait.as_secs_f64()),
                 }
             })
             .collect();
@@ -130,6 +135,9 @@ impl Snapshot {
             reused_logins: pooler.stats.reused_logins.load(Ordering::Relaxed),
             pools,
             clients,
+            databases: stats_by_database(pooler),
+            cert_not_after: pooler.snapshot().cert_not_after,
+            process: Process::read(),
         }
     }
 
@@ -191,7 +199,9 @@ impl Collector for Snapshot {
             "Estimated establishment time saved: handshakes avoided x mean backend total phase",
             [(NO_LABELS, self.time_saved_s())],
         )?;
-        self.encode_pools(&mut d)
+        self.encode_pools(&mut d)?;
+        self.encode_databases(&mut d)?;
+        self.encode_process(&mut d)
     }
 }
 
@@ -317,6 +327,12 @@ impl Snapshot {
         }
         gauges(
             d,
+            "pgharbor_pool_maxwait_seconds",
+            "How long the oldest client still waiting for a backend has waited",
+            self.pools.iter().map(|p| (key(p), p.max_wait_s)),
+        )?;
+        gauges(
+            d,
             "pgharbor_clients",
             "Logged-in clients by state",
             CLIENT_STATES
@@ -356,317 +372,6 @@ fn client_state_str(s: ClientState) -> &'static str {
     }
 }
 
-/// One counter family (`_total` is appended to `name`).
-fn counters<L: EncodeLabelSet, N: EncodeCounterValue>(
-    d: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (L, N)>,
-) -> fmt::Result {
-    let mut m = d.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, v) in series {
-        ConstCounter::new(v).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
-/// One gauge family.
-fn gauges<L: EncodeLabelSet, N: EncodeGaugeValue>(
-    d: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (L, N)>,
-) -> fmt::Result {
-    let mut m = d.encode_descriptor(name, help, None, MetricType::Gauge)?;
-    for (labels, v) in series {
-        ConstGauge::new(v).encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
-/// One histogram family from hdrhistograms; `bounds` and the recorded
-/// values are in units of 1/`per_unit` of the exposed unit.
-fn histograms<'h, L: EncodeLabelSet>(
-    d: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    series: impl IntoIterator<Item = (L, &'h Histogram<u64>)>,
-    bounds: &[u64],
-    per_unit: f64,
-) -> fmt::Result {
-    let mut m = d.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    for (labels, h) in series {
-        let (buckets, sum) = buckets(h, bounds, per_unit);
-        m.encode_family(&labels)?
-            .encode_histogram::<NoLabelSet>(sum, h.len(), &buckets, None)?;
-    }
-    Ok(())
-}
-
-/// Per-bucket (not cumulative: the encoder adds them up) counts for each
-/// bound, and the sum of the values, scaled by 1/`per_unit`. Values above
-/// the last bound count only in `+Inf`, which the encoder adds as `h.len()`.
-fn buckets(h: &Histogram<u64>, bounds: &[u64], per_unit: f64) -> (Vec<(f64, u64)>, f64) {
-    let mut counts = vec![0u64; bounds.len()];
-    let mut sum = 0.0;
-    for v in h.iter_recorded() {
-        let value = v.value_iterated_to();
-        sum += h.median_equivalent(value) as f64 * v.count_at_value() as f64;
-        let low = h.lowest_equivalent(value);
-        if let Some(i) = bounds.iter().position(|b| low <= *b) {
-            counts[i] += v.count_at_value();
-        }
-    }
-    let buckets = bounds.iter().map(|b| *b as f64 / per_unit).zip(counts);
-    (buckets.collect(), sum / per_unit)
-}
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::listener::Transport;
-    use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
-    use prometheus_parse::{Sample, Scrape, Value};
-    use std::time::Duration;
-
-    /// A workload: 3 plain socket logins (2 on reused backends), 1 TLS
-    /// loopback login, failures on both sides, 2 backend connects, traffic.
-    fn snapshot() -> Snapshot {
-        let stats = Stats::new();
-        let unix = Class::client(Transport::Unix, false);
-        let tls = Class::client(Transport::LoopbackTcp, true);
-        let server = Class::backend(Transport::Unix, false);
-        let plain = ClientLogin {
-            phases_us: [30, 0, 120, 2_000, 80, 2_300],
-        };
-        for i in 0..3 {
-            stats.client_login(unix, &plain, i > 0);
-        }
-        let login = ClientLogin {
-            phases_us: [40, 700, 300, 50, 60, 5_000],
-        };
-        stats.client_login(tls, &login, false);
-        stats.client_failed(tls);
-        let connect = BackendConnect {
-            phases_us: [100, 0, 900, 1_000, 2_000],
-        };
-        stats.backend_connect(server, &connect);
-        stats.backend_connect(server, &connect);
-        stats.backend_failed(Class::backend(Transport::RemoteTcp, true));
-        stats.backend_closed(server, 3);
-        let mut t = SessionTransfer {
-            bytes_in: 10,
-            ..Default::default()
-        };
-        t.exchange(100, Duration::from_micros(50));
-        t.exchange(3 * BULK_BYTES, Duration::from_millis(30));
-        t.bytes_out = 100 + 3 * BULK_BYTES;
-        stats.transfer(unix, &t);
-        stats.transfer(server, &t);
-        Snapshot {
-            classes: stats.snapshot(),
-            logins: stats.logins.load(Ordering::Relaxed),
-            reused_logins: stats.reused_logins.load(Ordering::Relaxed),
-            pools: vec![PoolRow {
-                database: "app".into(),
-                user: "alice".into(),
-                servers: [1, 2, 0],
-                max: 20,
-                waiting: 3,
-                paused: true,
-            }],
-            clients: [0, 0, 1, 2, 0, 0],
-        }
-    }
-
-    fn encode(s: Snapshot) -> String {
-        let mut registry = Registry::default();
-        registry.register_collector(Box::new(s));
-        let mut text = String::new();
-        prometheus_text::encode(&mut text, &registry).unwrap();
-        text
-    }
-
-    fn parse(text: &str) -> Scrape {
-        let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).unwrap();
-        // The parser skips lines it cannot read: make sure it skipped none.
-        let parsed: usize = scrape
-            .samples
-            .iter()
-            .map(|s| match &s.value {
-                Value::Histogram(b) => b.len(),
-                _ => 1,
-            })
-            .sum();
-        let lines = text.lines().filter(|l| !l.starts_with('#')).count();
-        assert_eq!(parsed, lines, "unparsed lines in\n{text}");
-        scrape
-    }
-
-    fn find<'s>(scrape: &'s Scrape, name: &str, labels: &[(&str, &str)]) -> &'s Sample {
-        scrape
-            .samples
-            .iter()
-            .find(|s| {
-                s.metric == name
-                    && s.labels.len() == labels.len()
-                    && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v))
-            })
-            .unwrap_or_else(|| panic!("no {name}{labels:?}"))
-    }
-
-    fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-        match find(scrape, name, labels).value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
-            ref other => panic!("{name} is {other:?}"),
-        }
-    }
-
-    fn class(transport: &'static str, tls: &'static str) -> Vec<(&'static str, &'static str)> {
-        vec![("transport", transport), ("tls", tls)]
-    }
-
-    #[test]
-    fn every_documented_family_is_exposed_and_nothing_else() {
-        let text = encode(snapshot());
-        let exposed: Vec<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("# TYPE "))
-            .filter_map(|l| l.split(' ').next())
-            .collect();
-        let documented: Vec<&str> = include_str!("mod.rs")
-            .lines()
-            .filter_map(|l| l.strip_prefix("//! | `"))
-            .filter_map(|l| l.split('`').next())
-            .collect();
-        assert_eq!(exposed, documented);
-    }
-
-    #[test]
-    fn counters_and_gauges_carry_the_workload() {
-        let s = parse(&encode(snapshot()));
-        let unix = class("unix", "false");
-        let tls = class("tcp-loopback", "true");
-        assert_eq!(value(&s, "pgharbor_client_logins_total", &unix), 3.0);
-        assert_eq!(value(&s, "pgharbor_client_logins_total", &tls), 1.0);
-        assert_eq!(value(&s, "pgharbor_client_login_failures_total", &tls), 1.0);
-        assert_eq!(value(&s, "pgharbor_server_connects_total", &unix), 2.0);
-        let remote = class("tcp", "true");
-        assert_eq!(
-            value(&s, "pgharbor_server_connect_failures_total", &remote),
-            1.0
-        );
-        assert_eq!(value(&s, "pgharbor_client_logins_all_total", &[]), 4.0);
-        assert_eq!(
-            value(&s, "pgharbor_backend_handshakes_avoided_total", &[]),
-            2.0
-        );
-        let saved = value(&s, "pgharbor_backend_handshake_time_saved_seconds", &[]);
-        assert!((saved - 0.004).abs() < 0.0001, "{saved}");
-
-        for side in ["client", "server"] {
-            let l = |k, v| [("side", side), unix[0], unix[1], (k, v)];
-            let bulk = 3.0 * BULK_BYTES as f64;
-            assert_eq!(
-                value(&s, "pgharbor_transfer_bytes_total", &l("direction", "in")),
-                10.0
-            );
-            assert_eq!(
-                value(&s, "pgharbor_transfer_bytes_total", &l("direction", "out")),
-                bulk + 100.0
-            );
-            let by_kind = "pgharbor_transfer_bytes_by_kind_total";
-            assert_eq!(value(&s, by_kind, &l("kind", "bulk")), bulk);
-            assert_eq!(value(&s, by_kind, &l("kind", "chatty")), 100.0);
-            let ex = "pgharbor_transfer_exchanges_total";
-            assert_eq!(value(&s, ex, &l("kind", "chatty")), 1.0);
-            let busy = value(
-                &s,
-                "pgharbor_transfer_busy_seconds_total",
-                &l("kind", "bulk"),
-            );
-            assert!((busy - 0.03).abs() < 1e-9, "{busy}");
-        }
-
-        let pool = |extra: Option<(&'static str, &'static str)>| {
-            let mut l = vec![("database", "app"), ("user", "alice")];
-            l.extend(extra);
-            l
-        };
-        assert_eq!(
-            value(&s, "pgharbor_pool_servers", &pool(Some(("state", "idle")))),
-            2.0
-        );
-        assert_eq!(
-            value(
-                &s,
-                "pgharbor_pool_servers",
-                &pool(Some(("state", "active")))
-            ),
-            1.0
-        );
-        assert_eq!(value(&s, "pgharbor_pool_max_servers", &pool(None)), 20.0);
-        assert_eq!(value(&s, "pgharbor_pool_clients_waiting", &pool(None)), 3.0);
-        assert_eq!(value(&s, "pgharbor_pool_paused", &pool(None)), 1.0);
-        assert_eq!(value(&s, "pgharbor_clients", &[("state", "active")]), 2.0);
-        assert_eq!(
-            value(&s, "pgharbor_clients", &[("state", "negotiating")]),
-            0.0
-        );
-    }
-
-    #[test]
-    fn histograms_are_cumulative_and_end_at_their_count() {
-        let s = parse(&encode(snapshot()));
-        let mut seen = 0;
-        for sample in &s.samples {
-            let Value::Histogram(buckets) = &sample.value else {
-                continue;
-            };
-            seen += 1;
-            let labels: Vec<(&str, &str)> = sample
-                .labels
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            let count = value(&s, &format!("{}_count", sample.metric), &labels);
-            assert!(buckets.windows(2).all(|w| w[0].less_than < w[1].less_than));
-            assert!(buckets.windows(2).all(|w| w[0].count <= w[1].count));
-            let last = buckets.last().unwrap();
-            assert_eq!((last.less_than, last.count), (f64::INFINITY, count));
-        }
-        // 6 phases × 2 client classes; 5 phases and logins served × 2 server
-        // classes (one seen only failing: empty histograms).
-        assert_eq!(seen, 6 * 2 + (5 + 1) * 2);
-
-        let tls = find(
-            &s,
-            "pgharbor_client_login_phase_seconds",
-            &[
-                ("transport", "tcp-loopback"),
-                ("tls", "true"),
-                ("phase", "tls_handshake"),
-            ],
-        );
-        let Value::Histogram(b) = &tls.value else {
-            unreachable!()
-        };
-        let at = |le: f64| b.iter().find(|h| h.less_than == le).unwrap().count;
-        assert_eq!((at(0.0005), at(0.001)), (0.0, 1.0));
-        let plain = [("transport", "unix"), ("tls", "false"), ("phase", "auth")];
-        let sum = value(&s, "pgharbor_client_login_phase_seconds_sum", &plain);
-        assert!((sum - 3.0 * 120e-6).abs() < 1e-9, "{sum}");
-    }
-
-    #[test]
-    fn buckets_take_values_at_their_bound_and_leave_the_rest_to_inf() {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 2).unwrap();
-        for v in [0, 250, 1_000, 1_000, 12_000_000] {
-            h.record(v).unwrap();
-        }
-        let (b, sum) = buckets(&h, &PHASE_BOUNDS_US, 1e6);
-        let count = |le: f64| b.iter().find(|(bound, _)| *bound == le).unwrap().1;
-        assert_eq!((count(0.00001), count(0.00025), count(0.001)), (1, 1, 2));
-        assert_eq!(b.iter().map(|(_, n)| n).sum::<u64>(), 4);
-        assert!((sum - 12.00225).abs() < 0.12, "{sum}");
-    }
-}
+#[path = "collect_tests.rs"]
+mod tests;

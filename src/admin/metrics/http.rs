@@ -1,5 +1,13 @@
-//! The HTTP side of the metrics endpoint: `GET /metrics` (and `HEAD`) over
-//! HTTP/1, anything else refused, scrapes in progress drained on shutdown.
+//! The HTTP side of the metrics endpoint: `GET /metrics` and `GET /health`
+//! (and `HEAD`) over HTTP/1, anything else refused, scrapes in progress
+//! drained on shutdown.
+//!
+//! `/health` is for a load balancer: `200 ok` while the pooler takes new
+//! clients; `503 shutting down` from the moment a shutdown begins (SIGTERM,
+//! SIGINT, SHUTDOWN: no new client is accepted, sessions drain), and
+//! `503 paused` while every pool is paused (PAUSE without a database, or of
+//! each one: new clients would only wait). A pause of some databases only
+//! keeps 200: the others still serve.
 
 use std::convert::Infallible;
 use std::fmt;
@@ -46,7 +54,7 @@ pub async fn serve_on(
     pooler: Arc<Pooler>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let metrics = Arc::new(Metrics::new(pooler));
+    let metrics = Arc::new(Metrics::new(pooler.clone()));
     let conns = TaskTracker::new();
     tracing::info!(addr = ?listener.local_addr().ok(), "metrics endpoint listening");
     loop {
@@ -62,7 +70,8 @@ pub async fn serve_on(
                 }
             },
         };
-        conns.spawn(connection(tcp, metrics.clone(), shutdown.clone()));
+        let shared = (metrics.clone(), pooler.clone());
+        conns.spawn(connection(tcp, shared, shutdown.clone()));
     }
     conns.close();
     let _ = tokio::time::timeout(DRAIN_TIMEOUT, conns.wait()).await;
@@ -72,12 +81,12 @@ pub async fn serve_on(
 /// One scraper's HTTP/1 connection.
 async fn connection(
     tcp: tokio::net::TcpStream,
-    metrics: Arc<Metrics>,
+    (metrics, pooler): (Arc<Metrics>, Arc<Pooler>),
     shutdown: CancellationToken,
 ) {
     let service = service_fn(move |req| {
-        let metrics = metrics.clone();
-        async move { Ok::<_, Infallible>(respond(&req, &metrics)) }
+        let (metrics, pooler) = (metrics.clone(), pooler.clone());
+        async move { Ok::<_, Infallible>(respond(&req, &metrics, &pooler)) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -96,19 +105,40 @@ async fn connection(
     }
 }
 
-fn respond(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
-    let reply = |status: StatusCode, body: String| {
-        let mut r = Response::new(Full::new(Bytes::from(body)));
-        *r.status_mut() = status;
-        r
-    };
-    if req.uri().path() != "/metrics" {
-        return reply(StatusCode::NOT_FOUND, "try /metrics\n".into());
+/// What `/health` answers now (see the module doc).
+pub fn health(pooler: &Pooler) -> (StatusCode, &'static str) {
+    if pooler.stop_accepting.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n");
+    }
+    let pools = pooler.pools.all();
+    if !pools.is_empty() && pools.iter().all(|p| p.is_paused()) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "paused\n");
+    }
+    (StatusCode::OK, "ok\n")
+}
+
+fn reply(status: StatusCode, body: String) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r
+}
+
+fn respond(req: &Request<Incoming>, metrics: &Metrics, pooler: &Pooler) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path != "/metrics" && path != "/health" {
+        return reply(StatusCode::NOT_FOUND, "try /metrics or /health\n".into());
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         let mut r = reply(StatusCode::METHOD_NOT_ALLOWED, "GET only\n".into());
         r.headers_mut()
             .insert(ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return r;
+    }
+    if path == "/health" {
+        let (status, body) = health(pooler);
+        let mut r = reply(status, body.into());
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
         return r;
     }
     match metrics.encode() {

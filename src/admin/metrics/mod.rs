@@ -1,6 +1,9 @@
 //! The Prometheus endpoint (`admin.metrics_listen`): `GET /metrics` in the
 //! Prometheus text format (0.0.4), with the overhead report's figures, the
-//! pools and the clients.
+//! pools, the clients, the per-database counters of SHOW STATS and the
+//! process; and `GET /health` for a load balancer (200 `ok` while clients
+//! are accepted, 503 while shutting down or with every pool paused; see
+//! [`health`]).
 //!
 //! Nothing is counted here: a
 //! [`Collector`](prometheus_client::collector::Collector) copies the
@@ -28,7 +31,18 @@
 //! | `pgharbor_pool_max_servers` | gauge | database, user | the pool's size limit |
 //! | `pgharbor_pool_clients_waiting` | gauge | database, user | clients waiting for a backend |
 //! | `pgharbor_pool_paused` | gauge | database, user | 1 while PAUSEd |
-//! | `pgharbor_clients` | gauge | state | logged-in clients: negotiating, authenticating, waiting, active, closing |
+//! | `pgharbor_pool_maxwait_seconds` | gauge | database, user | how long the oldest client still waiting for a backend has waited (SHOW POOLS `maxwait`; 0 when none waits) |
+//! | `pgharbor_clients` | gauge | state | logged-in clients: negotiating, authenticating, waiting, active, idle, closing |
+//! | `pgharbor_database_transactions_total` | counter | database | transactions completed: a ReadyForQuery saying idle ends one (SHOW STATS `total_xact_count`) |
+//! | `pgharbor_database_queries_total` | counter | database | queries: client requests answered, one per ReadyForQuery relayed (SHOW STATS `total_query_count`) |
+//! | `pgharbor_database_transaction_seconds_total` | counter | database | time of those transactions, idle in transaction included (`total_xact_time`) |
+//! | `pgharbor_database_query_seconds_total` | counter | database | time of those queries (`total_query_time`) |
+//! | `pgharbor_database_wait_seconds_total` | counter | database | time clients waited for a backend (`total_wait_time`) |
+//! | `pgharbor_build_info` | gauge | version | always 1: the build that is running |
+//! | `pgharbor_tls_certificate_expiry_seconds` | gauge | | notAfter of the certificate shown to clients, as Unix time (read at start and reload; no sample without a certificate) |
+//! | `process_resident_memory_bytes` | gauge | | resident memory (`/proc/self/statm`) |
+//! | `process_open_fds` | gauge | | open file descriptors (`/proc/self/fd`) |
+//! | `process_cpu_seconds_total` | counter | | user + system CPU time (getrusage) |
 //!
 //! Label values: `transport` is `unix`, `tcp-loopback` or `tcp`; `tls` is
 //! `true` or `false`; `side` is `client` or `server` (transfer is counted on
@@ -40,11 +54,17 @@
 //! the lowest value it is equivalent to, and `_sum` adds each recorded value
 //! at the histogram's precision.
 //!
-//! Layout: `http` serves the endpoint (routing, shutdown), `collect` reads
-//! the pooler's state at scrape time and turns it into metric families.
+//! Layout: `http` serves the endpoint (routing, health, shutdown),
+//! `collect` reads the pooler's state at scrape time and turns it into
+//! metric families, `runtime` adds the per-database, build, certificate and
+//! process families, `process` reads the process's figures, `encode` writes
+//! families and converts histograms.
 
 mod collect;
+mod encode;
 mod http;
+mod process;
+mod runtime;
 
 pub use collect::Metrics;
-pub use http::{serve, serve_on};
+pub use http::{health, serve, serve_on};

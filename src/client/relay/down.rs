@@ -39,6 +39,10 @@ struct Chunk {
     pos: usize,
     modified: bool,
     exchange_done: bool,
+    /// At the ReadyForQuery that ended the exchange: still in a transaction.
+    in_tx: bool,
+    /// ReadyForQuery messages relayed to the client, and how many said idle.
+    answered: (u32, u32),
 }
 
 /// What the reply at the head of the books asks of the scan. It changes
@@ -100,6 +104,8 @@ impl Down<'_, '_> {
                     pos: 0,
                     modified: false,
                     exchange_done: false,
+                    in_tx: false,
+                    answered: (0, 0),
                 })
             } else {
                 self.scan_chunk(
@@ -114,6 +120,8 @@ impl Down<'_, '_> {
                 pos,
                 modified,
                 exchange_done,
+                in_tx,
+                answered,
             } = match chunk {
                 Ok(c) => c,
                 Err(why) => return TxnEnd::Ended(RelayEnd::BackendGone(why)),
@@ -130,8 +138,11 @@ impl Down<'_, '_> {
                 meter.sent_to_client(pos as u64);
                 buf.consume(pos);
                 out.clear();
+                if answered.0 > 0 {
+                    meter.answered(answered.0, answered.1);
+                }
                 if exchange_done {
-                    meter.exchange_done(self.progress);
+                    meter.exchange_done(self.progress, in_tx);
                 }
                 continue;
             }
@@ -235,6 +246,8 @@ impl Down<'_, '_> {
     ) -> Result<Chunk, String> {
         let mut s = self.shared.lock().map_err(|_| "poisoned".to_string())?;
         let mut exchange_done = false;
+        let mut exchange_in_tx = false;
+        let mut answered = (0, 0);
         let mut pos = 0;
         let mut run = 0;
         let mut modified = false;
@@ -320,6 +333,7 @@ impl Down<'_, '_> {
                         s.defined.clear();
                         s.cache_doubt = false;
                         exchange_done = true;
+                        exchange_in_tx = in_tx;
                         // So is every SET: the client's reports say how its SQL reads.
                         if s.strings == Strings::Unknown && client_params.is_some() {
                             s.strings =
@@ -365,6 +379,10 @@ impl Down<'_, '_> {
                 out.extend_from_slice(&data[run..start]);
                 run = end;
                 modified = true;
+            } else if tag == be::READY_FOR_QUERY {
+                // One client request answered; idle ends a transaction.
+                answered.0 += 1;
+                answered.1 += u32::from(s.ledger.tx() == TxStatus::Idle);
             }
             pos = end;
             head = Head::of(&s, self.answers);
@@ -387,6 +405,8 @@ impl Down<'_, '_> {
             pos,
             modified,
             exchange_done,
+            in_tx: exchange_in_tx,
+            answered,
         })
     }
 }

@@ -58,22 +58,29 @@ impl Progress {
         self.epoch.elapsed().as_nanos() as u64
     }
 
-    /// Ends the exchange in flight at `now` (ns after `epoch`); its
-    /// duration, if one had started.
-    fn take_exchange(&self, now: u64) -> Option<Duration> {
+    /// Ends the exchange in flight at `now` (ns after `epoch`); when it
+    /// started (ns after `epoch`), if one had.
+    fn take_exchange(&self, now: u64) -> Option<u64> {
         match self.exchange_start.swap(0, Ordering::Relaxed) {
             0 => None,
-            start => Some(Duration::from_nanos(now.saturating_sub(start - 1))),
+            start => Some((start - 1).min(now)),
         }
     }
 }
 
-/// A session's transfer accounting, handed to the collector when the session
-/// ends and at most once per [`FLUSH_INTERVAL`] while it runs.
+/// A session's accounting (transfer, queries, transactions, waits), handed
+/// to the collector when the session ends and at most once per
+/// [`FLUSH_INTERVAL`] while it runs: per transaction it only adds to its own
+/// fields.
 pub struct Meter<'a> {
     stats: &'a Stats,
     classes: [Class; 2],
+    /// The database the client asked for, whose SHOW STATS row this feeds.
+    database: &'a str,
     pending: SessionTransfer,
+    /// When the transaction in progress began, in ns after `epoch` plus one
+    /// (0: none in progress).
+    xact_start: u64,
     /// Bytes of the response in flight so far.
     exchange_bytes: u64,
     /// The session's clock origin, shared with each relay's [`Progress`].
@@ -85,12 +92,15 @@ pub struct Meter<'a> {
 }
 
 impl<'a> Meter<'a> {
-    /// A meter for a session of client class `client` on a backend of class `backend`.
-    pub fn new(stats: &'a Stats, client: Class, backend: Class) -> Self {
+    /// A meter for a session on `database` of the client class and the
+    /// backend class in `classes`.
+    pub fn new(stats: &'a Stats, classes: [Class; 2], database: &'a str) -> Self {
         Meter {
             stats,
-            classes: [client, backend],
+            classes,
+            database,
             pending: SessionTransfer::default(),
+            xact_start: 0,
             exchange_bytes: 0,
             epoch: Instant::now(),
             last_flush_ns: 0,
@@ -98,10 +108,37 @@ impl<'a> Meter<'a> {
         }
     }
 
-    pub(crate) fn exchange_done(&mut self, progress: &Progress) {
+    /// Counts a backend handed to the client after it waited `waited`.
+    pub fn assigned(&mut self, waited: Duration) {
+        self.pending.assigned(waited);
+    }
+
+    /// Counts ReadyForQuery messages relayed to the client: `queries`
+    /// client requests (a Query, or a batch up to its Sync) answered, of
+    /// which `ended` left the server idle, each ending a transaction.
+    /// Counting them, not exchanges, keeps a pipelining client's count true.
+    pub(crate) fn answered(&mut self, queries: u32, ended: u32) {
+        self.pending.queries += u64::from(queries);
+        self.pending.xacts += u64::from(ended);
+    }
+
+    /// The server owes nothing more: the exchange's time is query time, and
+    /// transaction time runs from the start of the exchange that opened the
+    /// transaction until one that leaves the server idle (`in_tx` false).
+    /// The clock is read once here, as before.
+    pub(crate) fn exchange_done(&mut self, progress: &Progress, in_tx: bool) {
         let now = progress.now_ns();
-        if let Some(busy) = progress.take_exchange(now) {
+        if let Some(start) = progress.take_exchange(now) {
+            let busy = Duration::from_nanos(now - start);
             self.pending.exchange(self.exchange_bytes, busy);
+            if self.xact_start == 0 {
+                self.xact_start = start + 1;
+            }
+        }
+        if !in_tx && self.xact_start != 0 {
+            let took = now.saturating_sub(self.xact_start - 1);
+            self.pending.xact_time(Duration::from_nanos(took));
+            self.xact_start = 0;
         }
         self.exchange_bytes = 0;
         if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
@@ -117,16 +154,37 @@ impl<'a> Meter<'a> {
         self.pending.bytes_out += n;
     }
 
+    /// A relay over one backend ended (in transaction pooling, once per
+    /// transaction): its bytes in join the counters, which go to the
+    /// collector only if [`FLUSH_INTERVAL`] has passed, so a transaction
+    /// takes no shared lock. What an idle client has not handed over yet
+    /// goes with its next transaction or its end.
+    pub fn relay_done(&mut self, bytes_in: &AtomicU64) {
+        self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
+            self.flush(None);
+        }
+    }
+
     /// Hands the counters to the collector.
     pub fn flush(&mut self, progress: Option<&AtomicU64>) {
         if let Some(bytes_in) = progress {
             self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
         }
-        for class in self.classes {
-            self.stats.transfer(class, &self.pending);
-        }
+        self.stats
+            .session(self.classes, self.database, &self.pending);
         self.total.merge(&self.pending);
         self.pending = SessionTransfer::default();
         self.last_flush_ns = self.epoch.elapsed().as_nanos() as u64;
+    }
+}
+
+impl Drop for Meter<'_> {
+    /// A session that ends on an error path still hands its counters over.
+    fn drop(&mut self) {
+        if self.pending != SessionTransfer::default() {
+            self.flush(None);
+        }
     }
 }

@@ -295,7 +295,7 @@ pub async fn relay(
             end = down => end,
         }
     };
-    meter.flush(Some(&progress.bytes_in));
+    meter.relay_done(&progress.bytes_in);
     let mut s = match shared.into_inner() {
         Ok(s) => s,
         Err(p) => p.into_inner(),

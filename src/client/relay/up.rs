@@ -89,7 +89,11 @@ impl Up<'_, '_, '_, '_> {
                 if let Err(e) = written {
                     return RelayEnd::BackendGone(format!("write to server failed: {e}"));
                 }
-                self.progress.mark_start();
+                // The pooler's own statements sent alone are no client
+                // request: their answer must not count as a query.
+                if pos > 0 || modified {
+                    self.progress.mark_start();
+                }
                 self.progress
                     .bytes_in
                     .fetch_add(pos as u64, Ordering::Relaxed);

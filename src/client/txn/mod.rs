@@ -126,7 +126,7 @@ pub(super) async fn serve(
                 // No application_name hint: a backend opened with one client's
                 // name would give it back to another client's RESET.
                 let acquired = tokio::select! {
-                    l = Box::pin(pool.acquire(cancel_key.pid as u64, None)) => l,
+                    l = Box::pin(pool.acquire(&entry, None)) => l,
                     why = stop.as_mut() => break RelayEnd::BackendGone(why.into()),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
@@ -145,8 +145,14 @@ pub(super) async fn serve(
         let backend_id = held.backend().id();
         entry.set(ClientState::Active, Some(backend_id));
         cancel_key.slot.set(Some(held.backend().cancel().clone()));
-        let meter = meter
-            .get_or_insert_with(|| Meter::new(&pooler.stats, client_class, held.backend().class()));
+        let meter = meter.get_or_insert_with(|| {
+            Meter::new(
+                &pooler.stats,
+                [client_class, held.backend().class()],
+                &database,
+            )
+        });
+        meter.assigned(held.waited());
         let mode = Mode {
             release_at_idle: pin.is_none(),
             statement: pool_mode == PoolMode::Statement,

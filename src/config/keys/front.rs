@@ -231,7 +231,7 @@ pub(super) const KEYS: &[Key] = &[
         kind: Kind::SocketAddr,
         default: Unset,
         reload: Restart,
-        doc: "HTTP address of the Prometheus metrics endpoint (GET /metrics).",
+        doc: "HTTP address of the Prometheus metrics endpoint (GET /metrics, GET /health).",
         get: Get::Global(|c| opt(c.admin.metrics_listen)),
     },
     Key {
