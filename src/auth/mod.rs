@@ -48,7 +48,7 @@ mod secret;
 #[cfg(test)]
 mod scram_tests;
 
-pub use auth_file::{AuthFile, AuthFileError};
+pub use auth_file::{AuthFile, AuthFileError, Entry as AuthFileEntry};
 pub use scram::{new_mock_seed, ScramError, ScramServer, ScramSuccess, MAX_SCRAM_MESSAGE_LEN};
 pub use scram_client::{
     SaltedPasswordCache, ScramClient, ScramCredential, ScramKeys, ServerFirst,
