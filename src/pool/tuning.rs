@@ -1,0 +1,212 @@
+//! The settings of a pool that a reload changes in place: sizes, timeouts,
+//! the reset and check queries. Every reader (checkout, release, the
+//! maintenance task, backend opens) reads the current value at each use,
+//! so a reload reaches the pools that exist, not only those created after
+//! it; SHOW DATABASES, which shows the configured sizes, is then what
+//! applies. A smaller size takes effect as backends come back: no client
+//! loses the backend it holds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use crate::config::Config;
+
+/// A pool's reloadable settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tuning {
+    /// Backends clients may hold at once (`pool_size`).
+    pub size: usize,
+    /// Backends kept open ahead of demand (at most `size`).
+    pub min_size: usize,
+    /// Extra backends for clients that waited `reserve_timeout`.
+    pub reserve_size: usize,
+    /// How long a client waits before a reserve backend may serve it; zero
+    /// turns the reserve off.
+    pub reserve_timeout: Duration,
+    /// Longest wait for a free backend.
+    pub wait_timeout: Duration,
+    /// `server_connect_timeout`: bound on opening one backend (with the
+    /// conninfo's `connect_timeout`, whichever is shorter, per host).
+    pub connect_timeout: Duration,
+    /// Limit on each of the pooler's own statements on a backend.
+    pub command_timeout: Duration,
+    /// Run at release; "" skips it.
+    pub reset_query: String,
+    /// How long a departed client's statements may take to finish.
+    pub drain_timeout: Duration,
+    /// Idle backends unused this long are closed (down to `min_size`); zero = never.
+    pub idle_timeout: Duration,
+    /// Backends older than this are closed when released; zero = never.
+    pub lifetime: Duration,
+    /// Backends idle longer than this run `check_query` at checkout.
+    pub check_delay: Duration,
+    /// "" = no check.
+    pub check_query: String,
+}
+
+impl Tuning {
+    /// What `config` sets for the pools of `database`.
+    pub fn for_database(config: &Config, database: &str) -> Tuning {
+        let p = &config.pool;
+        Tuning {
+            size: config.pool_size_for(database),
+            min_size: config.min_pool_size_for(database),
+            reserve_size: config.reserve_pool_size_for(database),
+            reserve_timeout: p.reserve_pool_timeout,
+            wait_timeout: p.query_wait_timeout,
+            connect_timeout: p.server_connect_timeout,
+            command_timeout: p.server_command_timeout,
+            reset_query: p.server_reset_query.clone(),
+            drain_timeout: p.server_drain_timeout,
+            idle_timeout: p.server_idle_timeout,
+            lifetime: p.server_lifetime,
+            check_delay: p.server_check_delay,
+            check_query: p.server_check_query.clone(),
+        }
+    }
+
+    /// Reserve places in force: none while `reserve_timeout` is zero.
+    pub fn reserve(&self) -> usize {
+        if self.reserve_timeout.is_zero() {
+            0
+        } else {
+            self.reserve_size
+        }
+    }
+
+    /// The settings that differ in `new`, as `key old -> new`, for the log.
+    pub fn changes(&self, new: &Tuning) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut diff = |key: &str, old: String, new: String| {
+            if old != new {
+                out.push(format!("{key} {old} -> {new}"));
+            }
+        };
+        let n = |v: usize| v.to_string();
+        let d = |v: Duration| format!("{v:?}");
+        diff("pool_size", n(self.size), n(new.size));
+        diff("min_pool_size", n(self.min_size), n(new.min_size));
+        diff(
+            "reserve_pool_size",
+            n(self.reserve_size),
+            n(new.reserve_size),
+        );
+        diff(
+            "reserve_pool_timeout",
+            d(self.reserve_timeout),
+            d(new.reserve_timeout),
+        );
+        diff(
+            "query_wait_timeout",
+            d(self.wait_timeout),
+            d(new.wait_timeout),
+        );
+        diff(
+            "server_connect_timeout",
+            d(self.connect_timeout),
+            d(new.connect_timeout),
+        );
+        diff(
+            "server_command_timeout",
+            d(self.command_timeout),
+            d(new.command_timeout),
+        );
+        let q = |s: &str| format!("{s:?}");
+        diff(
+            "server_reset_query",
+            q(&self.reset_query),
+            q(&new.reset_query),
+        );
+        diff(
+            "server_drain_timeout",
+            d(self.drain_timeout),
+            d(new.drain_timeout),
+        );
+        diff(
+            "server_idle_timeout",
+            d(self.idle_timeout),
+            d(new.idle_timeout),
+        );
+        diff("server_lifetime", d(self.lifetime), d(new.lifetime));
+        diff(
+            "server_check_delay",
+            d(self.check_delay),
+            d(new.check_delay),
+        );
+        diff(
+            "server_check_query",
+            q(&self.check_query),
+            q(&new.check_query),
+        );
+        out
+    }
+}
+
+/// Gives `permits` the capacity `new` instead of `old`. Growing adds
+/// permits at once (waiters get them in order); shrinking forgets the free
+/// ones now and takes the rest as holders give them back, queueing like
+/// any client, so the new limit holds from then on and nobody is cut off.
+pub(super) fn resize(permits: &Arc<Semaphore>, old: usize, new: usize) {
+    if new > old {
+        permits.add_permits(new - old);
+        return;
+    }
+    let owed = old - new;
+    let later = owed - permits.forget_permits(owed);
+    if later == 0 {
+        return;
+    }
+    let Ok(n) = u32::try_from(later) else {
+        return;
+    };
+    let permits = permits.clone();
+    tokio::spawn(async move {
+        // Err only once the pool is closed, when the count no longer matters.
+        if let Ok(p) = permits.acquire_many_owned(n).await {
+            p.forget();
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn resize_grows_at_once_and_shrinks_as_permits_come_back() {
+        let s = Arc::new(Semaphore::new(2));
+        let a = s.clone().acquire_owned().await.unwrap();
+        let b = s.clone().acquire_owned().await.unwrap();
+        resize(&s, 2, 1);
+        drop(a);
+        tokio::task::yield_now().await;
+        tokio::task::yield_now().await;
+        assert_eq!(s.available_permits(), 0, "the returned permit was taken");
+        drop(b);
+        assert_eq!(s.available_permits(), 1);
+        resize(&s, 1, 3);
+        assert_eq!(s.available_permits(), 3);
+        resize(&s, 3, 1);
+        assert_eq!(s.available_permits(), 1);
+    }
+
+    #[test]
+    fn changes_name_the_keys() {
+        let text = "[auth]\nmethod = \"trust\"\n[pool]\ndefault_pool_size = 2\n";
+        let config = Config::parse(text, std::path::Path::new("t.toml")).unwrap();
+        let old = Tuning::for_database(&config, "app");
+        let mut new = old.clone();
+        new.size = 1;
+        new.reset_query = String::new();
+        assert_eq!(
+            old.changes(&new),
+            [
+                "pool_size 2 -> 1",
+                "server_reset_query \"DISCARD ALL\" -> \"\""
+            ]
+        );
+        assert!(old.changes(&old).is_empty());
+    }
+}
