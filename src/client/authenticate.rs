@@ -26,11 +26,22 @@ pub enum Proof {
     Scram(ScramSuccess),
 }
 
-fn auth_failed(user: &str) -> ClientError {
-    ClientError::Refused(PgError::fatal(
-        "28P01",
-        format!("password authentication failed for user \"{user}\""),
-    ))
+fn auth_failed(user: &str, why: &'static str) -> ClientError {
+    ClientError::AuthFailed {
+        user: user.to_string(),
+        why,
+    }
+}
+
+/// Why a SCRAM proof failed, for the log.
+fn scram_failure(secret: Option<&Secret>) -> &'static str {
+    match secret {
+        None => "no such user in auth.auth_file",
+        Some(s) if s.scram().is_none() => {
+            "auth.auth_file holds only an md5 hash for the user, which cannot check SCRAM"
+        }
+        Some(_) => "wrong password",
+    }
 }
 
 /// Runs the configured method for `user`; `secret` is None for an unknown user.
@@ -90,7 +101,7 @@ async fn md5(
     let response = parse_password(&body)?;
     match md5_verify(secret, user, salt, response) {
         Md5Outcome::Accepted => Ok(Proof::Verified),
-        _ => Err(auth_failed(user)),
+        _ => Err(auth_failed(user, "wrong password")),
     }
 }
 
@@ -126,7 +137,7 @@ async fn scram(
     match exchange.handle_client_final(&client_final) {
         // AuthenticationSASLFinal goes out with the rest of the login reply.
         Ok(success) => Ok(Proof::Scram(success)),
-        Err(ScramError::InvalidProof) => Err(auth_failed(user)),
+        Err(ScramError::InvalidProof) => Err(auth_failed(user, scram_failure(secret))),
         Err(e) => Err(scram_error(e)),
     }
 }

@@ -187,6 +187,22 @@ impl managed::Manager for BackendManager {
             }
             Err(e) => {
                 self.pacer.failed();
+                // Once per failed attempt, here: the clients that waited for
+                // it end at INFO, so a dead server is one WARN per attempt
+                // (paced by CONNECT_RETRY), not one per client.
+                let servers: Vec<String> = self
+                    .route
+                    .hosts()
+                    .iter()
+                    .map(|h| h.target.describe())
+                    .collect();
+                tracing::warn!(
+                    database = %self.key.database,
+                    user = %self.key.user,
+                    server = %servers.join(","),
+                    error = %e,
+                    "backend connect failed"
+                );
                 // Counted against the first host: no backend says which.
                 if let Some(host) = self.route.hosts().first() {
                     let tls = host.tls.opening() == Opening::Require;
