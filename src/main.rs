@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Check) => check(&cli.config),
-        Some(Command::Report { admin, json }) => report(&admin, json),
+        Some(Command::Report { admin, json }) => pgharbor::report::run(&admin, json),
         Some(Command::ImportPgbouncer {
             ini,
             userlist,
@@ -168,34 +168,6 @@ fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) 
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
-}
-
-/// `pgharbor report`: reads SHOW OVERHEAD from a running pooler.
-fn report(conninfo: &str, json: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("pgharbor: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(pgharbor::report::fetch(conninfo)) {
-        Ok(rows) if json => {
-            println!("{}", pgharbor::report::to_json(&rows));
-            ExitCode::SUCCESS
-        }
-        Ok(rows) => {
-            print!("{}", pgharbor::report::to_table(&rows));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("pgharbor: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
