@@ -1,7 +1,8 @@
 //! A reload that changes a pool setting applies to the pools that exist
 //! (issue 14 item 5): `pool_size` 2 -> 1 under load, and the limit really
 //! holds (SHOW POOLS through psql, and PostgreSQL's own pg_stat_activity);
-//! then 1 -> 3, and three clients are served at once. The log names the
+//! then 1 -> 3, and three clients are served at once; then 3 -> 1 with
+//! idle backends, which close at once. The log names the
 //! pool and the change, and a key only a restart applies is warned about.
 
 mod common;
@@ -155,7 +156,13 @@ async fn a_reloaded_pool_size_applies_to_the_existing_pool() {
     let e = client(&pooler).await.expect("third client after growing");
     block(&pooler, pg, 3, 0, 3).await;
     assert!(pooler.wait_for_log("pool_size 1 -> 3", 1, WAIT));
-    drop((c, d, e));
+
+    // 3 -> 1 with two backends idle: those beyond the new size close at once.
+    drop((d, e));
+    block(&pooler, pg, 1, 0, 3).await;
+    reload_pool_size(&pooler, 3, 1, 3);
+    block(&pooler, pg, 1, 0, 1).await;
+    drop(c);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -187,28 +187,6 @@ impl Pool {
         })
     }
 
-    /// The settings in force now.
-    pub fn tuning(&self) -> Arc<Tuning> {
-        self.tuning.borrow().clone()
-    }
-
-    /// Puts `new` in force for this pool and its backends; returns what
-    /// changed (`key old -> new`), empty when nothing did. A smaller pool
-    /// or reserve applies as lent backends come back (those beyond the new
-    /// size are closed then).
-    pub fn retune(&self, new: Tuning) -> Vec<String> {
-        let old = self.tuning();
-        let changes = old.changes(&new);
-        if changes.is_empty() {
-            return changes;
-        }
-        tuning::resize(&self.main, old.size, new.size);
-        tuning::resize(&self.reserve, old.reserve(), new.reserve());
-        self.inner.resize(new.size + new.reserve());
-        self.tuning.send_replace(Arc::new(new));
-        changes
-    }
-
     /// Credentials for backends opened from now on (a reload changed the
     /// config or the auth file); `lent` says what becomes of SCRAM keys a
     /// client's proof lent the pool.

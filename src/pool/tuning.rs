@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use super::manager::close_idle;
+use super::Pool;
 use crate::config::Config;
 
 /// A pool's reloadable settings.
@@ -78,69 +80,81 @@ impl Tuning {
 
     /// The settings that differ in `new`, as `key old -> new`, for the log.
     pub fn changes(&self, new: &Tuning) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut diff = |key: &str, old: String, new: String| {
-            if old != new {
-                out.push(format!("{key} {old} -> {new}"));
-            }
-        };
         let n = |v: usize| v.to_string();
         let d = |v: Duration| format!("{v:?}");
-        diff("pool_size", n(self.size), n(new.size));
-        diff("min_pool_size", n(self.min_size), n(new.min_size));
-        diff(
-            "reserve_pool_size",
-            n(self.reserve_size),
-            n(new.reserve_size),
-        );
-        diff(
-            "reserve_pool_timeout",
-            d(self.reserve_timeout),
-            d(new.reserve_timeout),
-        );
-        diff(
-            "query_wait_timeout",
-            d(self.wait_timeout),
-            d(new.wait_timeout),
-        );
-        diff(
-            "server_connect_timeout",
-            d(self.connect_timeout),
-            d(new.connect_timeout),
-        );
-        diff(
-            "server_command_timeout",
-            d(self.command_timeout),
-            d(new.command_timeout),
-        );
         let q = |s: &str| format!("{s:?}");
-        diff(
-            "server_reset_query",
-            q(&self.reset_query),
-            q(&new.reset_query),
-        );
-        diff(
-            "server_drain_timeout",
-            d(self.drain_timeout),
-            d(new.drain_timeout),
-        );
-        diff(
-            "server_idle_timeout",
-            d(self.idle_timeout),
-            d(new.idle_timeout),
-        );
-        diff("server_lifetime", d(self.lifetime), d(new.lifetime));
-        diff(
-            "server_check_delay",
-            d(self.check_delay),
-            d(new.check_delay),
-        );
-        diff(
-            "server_check_query",
-            q(&self.check_query),
-            q(&new.check_query),
-        );
-        out
+        let (a, b) = (self, new);
+        [
+            ("pool_size", n(a.size), n(b.size)),
+            ("min_pool_size", n(a.min_size), n(b.min_size)),
+            ("reserve_pool_size", n(a.reserve_size), n(b.reserve_size)),
+            (
+                "reserve_pool_timeout",
+                d(a.reserve_timeout),
+                d(b.reserve_timeout),
+            ),
+            ("query_wait_timeout", d(a.wait_timeout), d(b.wait_timeout)),
+            (
+                "server_connect_timeout",
+                d(a.connect_timeout),
+                d(b.connect_timeout),
+            ),
+            (
+                "server_command_timeout",
+                d(a.command_timeout),
+                d(b.command_timeout),
+            ),
+            ("server_reset_query", q(&a.reset_query), q(&b.reset_query)),
+            (
+                "server_drain_timeout",
+                d(a.drain_timeout),
+                d(b.drain_timeout),
+            ),
+            ("server_idle_timeout", d(a.idle_timeout), d(b.idle_timeout)),
+            ("server_lifetime", d(a.lifetime), d(b.lifetime)),
+            ("server_check_delay", d(a.check_delay), d(b.check_delay)),
+            ("server_check_query", q(&a.check_query), q(&b.check_query)),
+        ]
+        .into_iter()
+        .filter(|(_, old, new)| old != new)
+        .map(|(key, old, new)| format!("{key} {old} -> {new}"))
+        .collect()
+    }
+}
+
+impl Pool {
+    /// The settings in force now.
+    pub fn tuning(&self) -> Arc<Tuning> {
+        self.tuning.borrow().clone()
+    }
+
+    /// Puts `new` in force for this pool and its backends; returns what
+    /// changed (`key old -> new`), empty when nothing did. A smaller pool
+    /// or reserve applies as lent backends come back (those beyond the new
+    /// size are closed then).
+    pub fn retune(&self, new: Tuning) -> Vec<String> {
+        let old = self.tuning();
+        let changes = old.changes(&new);
+        if changes.is_empty() {
+            return changes;
+        }
+        resize(&self.main, old.size, new.size);
+        resize(&self.reserve, old.reserve(), new.reserve());
+        // Idle backends beyond the new size close here, with the books
+        // kept: deadpool's own shrink drops them without `detach`.
+        let max = new.size + new.reserve();
+        let mut excess = self.inner.status().size.saturating_sub(max);
+        let removed = self.inner.retain(|_, _| {
+            let keep = excess == 0;
+            excess = excess.saturating_sub(1);
+            keep
+        });
+        for pooled in removed.removed {
+            close_idle(pooled, "pool size reduced by a reload");
+        }
+        self.inner.resize(max);
+        self.tuning.send_replace(Arc::new(new));
+        changes
     }
 }
 
