@@ -2,7 +2,8 @@
 //! binary's start-up both call [`run`], so one cannot accept what the other
 //! refuses; a reload loads the same files through the same loaders
 //! ([`crate::tls::build_acceptor`], [`crate::tls::check_databases`],
-//! [`AuthFile::scan`]) and so refuses the same things.
+//! [`AuthFile::scan`]) and so refuses the same things. What only a running
+//! pooler meets (a port in use, a server that is down) is left to start-up.
 //!
 //! An admin user missing from the auth file is a warning, not an error:
 //! the pooler serves every other client, and the user can be added and
@@ -87,6 +88,11 @@ pub fn run(config: &Config) -> Vec<Finding> {
     }
     if !unreadable.iter().any(|k| k == "auth.auth_file") {
         auth_file(config, &mut out);
+    }
+    if let Some(name) = &config.service.user {
+        if let Err(e) = crate::service::privileges::lookup(name) {
+            out.push(Finding::error(e));
+        }
     }
     out
 }

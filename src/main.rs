@@ -171,13 +171,17 @@ fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) 
 }
 
 fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
-    let config = match Config::load(path) {
+    let mut config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pgharbor: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
+    // `--user` wins over service.user, here as when switching.
+    if let Some(user) = &service.user {
+        config.service.user = Some(user.clone());
+    }
     // The same findings as `pgharbor check`, in the same words: errors
     // refuse the start, warnings go to the log.
     let findings = pgharbor::check::run(&config);

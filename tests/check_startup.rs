@@ -29,6 +29,8 @@ struct Case {
     userlist: String,
     admins: String,
     socket_dir: Option<PathBuf>,
+    /// Appended to the config.
+    extra: String,
 }
 
 impl Case {
@@ -42,6 +44,7 @@ impl Case {
             userlist: "\"alice\" \"secret\"\n\"ops\" \"secret\"\n".into(),
             admins: "[\"ops\"]".into(),
             socket_dir: None,
+            extra: String::new(),
         }
     }
 
@@ -53,12 +56,13 @@ impl Case {
              [tls]\n{}\n\
              [auth]\nmethod = \"scram-sha-256\"\nauth_file = \"userlist.txt\"\n\n\
              [admin]\nusers = {}\n\n\
-             [databases.app]\nconninfo = \"{}\"\n",
+             [databases.app]\nconninfo = \"{}\"\n{}",
             free_port(),
             sock.display(),
             self.tls,
             self.admins,
-            self.conninfo
+            self.conninfo,
+            self.extra
         );
         let path = self.dir.join("pgharbor.toml");
         std::fs::write(&path, text).expect("write config");
@@ -351,5 +355,16 @@ fn a_socket_directory_that_cannot_hold_the_socket_is_refused_by_both() {
         "unwritable unix_socket_dir",
         &case,
         &["listen.unix_socket_dir", "cannot create the socket file"],
+    );
+}
+
+#[test]
+fn a_service_user_that_does_not_exist_is_refused_by_both() {
+    let mut case = Case::new("user");
+    case.extra = "\n[service]\nuser = \"no_such_user_here\"\n".into();
+    both_refuse(
+        "unknown service.user",
+        &case,
+        &["service.user", "no_such_user_here"],
     );
 }

@@ -274,13 +274,18 @@ fn toml_str(s: &str) -> String {
     out
 }
 
-/// Writes a userlist only its owner can read, as an operator should (a
-/// world-readable one draws a warning from check and start-up).
+/// Writes a userlist that others cannot read, as an operator should (a
+/// world-readable one draws a warning from check and start-up): mode 0640,
+/// its group the server user's when running as root, so a pooler that
+/// switched to `service.user = "postgres"` can still read it.
 pub fn write_userlist(path: &Path, text: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, text).expect("write userlist.txt");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640))
         .expect("chmod userlist.txt");
+    if let Some((_, gid)) = super::util::server_user() {
+        std::os::unix::fs::chown(path, None, Some(gid)).expect("chgrp userlist.txt");
+    }
 }
 
 /// Userlist field: PgBouncer doubles a `"` inside quotes.
