@@ -10,7 +10,8 @@
 //! user timeout, [`pooler`] the shared state of one running pooler,
 //! [`registry`] the cancel keys, clients and statements sessions share,
 //! [`stats`] the overhead report's counters, [`admin`] the admin console and
-//! metrics endpoint, [`report`] `pgharbor report`, [`logging`] the
+//! metrics endpoint, [`report`] `pgharbor report`, [`check`] what start-up refuses
+//! (`pgharbor check` and start-up both run it), [`logging`] the
 //! binary's log output (text or JSON), [`signals`] the operator signals,
 //! [`service`] what running as a system service needs.
 //!
@@ -25,6 +26,7 @@
 pub mod admin;
 pub mod auth;
 pub mod backend;
+pub mod check;
 pub mod client;
 pub mod config;
 pub mod fuzzing;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use pgharbor::check::Finding;
 use pgharbor::config::Config;
 use pgharbor::listener::Listeners;
 use pgharbor::logging::LogFormat;
@@ -101,7 +102,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Some(Command::Check) => check(&cli.config),
-        Some(Command::Report { admin, json }) => report(&admin, json),
+        Some(Command::Report { admin, json }) => pgharbor::report::run(&admin, json),
         Some(Command::ImportPgbouncer {
             ini,
             userlist,
@@ -117,7 +118,8 @@ struct ServiceOpts {
     user: Option<String>,
 }
 
-/// `pgharbor check`: config errors name the key; file problems are listed.
+/// `pgharbor check`: what start-up would refuse (and warn about), without
+/// starting.
 fn check(path: &Path) -> ExitCode {
     let config = match Config::load(path) {
         Ok(c) => c,
@@ -126,33 +128,11 @@ fn check(path: &Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut failed = false;
-    for problem in config.check_files() {
-        eprintln!("pgharbor: {problem}");
-        failed |= problem.is_error();
+    let findings = pgharbor::check::run(&config);
+    for finding in &findings {
+        eprintln!("pgharbor: {finding}");
     }
-    if let Err(e) = pgharbor::tls::build_acceptor(&config.tls) {
-        eprintln!("pgharbor: error: {e}");
-        failed = true;
-    }
-    if let Err(e) = pgharbor::tls::check_databases(&config) {
-        eprintln!("pgharbor: error: {e}");
-        failed = true;
-    }
-    if let Some(auth) = &config.auth.auth_file {
-        if let Err(e) = pgharbor::auth::AuthFile::load(auth) {
-            eprintln!("pgharbor: error: auth.auth_file: {e}");
-            failed = true;
-        }
-    }
-    if let Some(hba) = &config.auth.hba_file {
-        let ident = config.auth.ident_file.as_deref();
-        if let Err(e) = pgharbor::auth::hba::Hba::load(hba, ident) {
-            eprintln!("pgharbor: error: auth.hba_file: {e}");
-            failed = true;
-        }
-    }
-    if failed {
+    if findings.iter().any(Finding::is_error) {
         return ExitCode::FAILURE;
     }
     println!("{}: configuration is valid", path.display());
@@ -190,42 +170,31 @@ fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) 
     ExitCode::SUCCESS
 }
 
-/// `pgharbor report`: reads SHOW OVERHEAD from a running pooler.
-fn report(conninfo: &str, json: bool) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("pgharbor: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(pgharbor::report::fetch(conninfo)) {
-        Ok(rows) if json => {
-            println!("{}", pgharbor::report::to_json(&rows));
-            ExitCode::SUCCESS
-        }
-        Ok(rows) => {
-            print!("{}", pgharbor::report::to_table(&rows));
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("pgharbor: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
-    let config = match Config::load(path) {
+    let mut config = match Config::load(path) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("pgharbor: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     };
+    // `--user` wins over service.user, here as when switching.
+    if let Some(user) = &service.user {
+        config.service.user = Some(user.clone());
+    }
+    // The same findings as `pgharbor check`, in the same words: errors
+    // refuse the start, warnings go to the log.
+    let findings = pgharbor::check::run(&config);
+    for finding in findings.iter().filter(|f| !f.is_error()) {
+        tracing::warn!("{}", finding.message);
+    }
+    let errors: Vec<&Finding> = findings.iter().filter(|f| f.is_error()).collect();
+    if !errors.is_empty() {
+        for finding in errors {
+            eprintln!("pgharbor: {finding}");
+        }
+        return ExitCode::FAILURE;
+    }
     let mut builder = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {

@@ -187,7 +187,9 @@ impl Pooler {
 
     /// Swaps in a new configuration with its auth file and acceptor in one
     /// step (new logins use them), then gives the existing pools the new
-    /// credentials. A file that fails to load keeps the old snapshot whole.
+    /// credentials and pool settings, and warns of each changed key that
+    /// only a restart applies. A file that fails to load keeps the old
+    /// snapshot whole.
     pub async fn reload(&self, config: Config) -> Result<(), PoolerError> {
         self.reload_from(|_| Ok::<_, PoolerError>(config)).await
     }
@@ -209,6 +211,10 @@ impl Pooler {
         let (old_auth, new_auth) = (old.auth_file.as_deref(), next.auth_file.as_deref());
         self.pools
             .refresh_credentials(&next.config, old_auth, new_auth);
+        self.pools.retune(&old.config, &next.config);
+        for key in crate::config::keys::restart_changes(&old.config, &next.config) {
+            tracing::warn!("{key} changed: takes effect after a restart");
+        }
         self.pools.prewarm(&next.config, new_auth);
         Ok(())
     }

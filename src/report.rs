@@ -5,12 +5,78 @@ use std::fmt::Write as _;
 
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 
-/// Why the report could not be produced.
+/// Why the report could not be produced, in words that say what to fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    /// Connecting or querying failed.
+    /// The `--admin` string is not a connection string.
+    #[error("--admin: {0}")]
+    Conninfo(tokio_postgres::Error),
+    /// No login to the admin console.
+    #[error("cannot log in to the admin console: {0}")]
+    Login(String),
+    /// Logged in, but SHOW OVERHEAD failed.
     #[error("cannot read SHOW OVERHEAD from the admin console: {0}")]
-    Query(#[from] tokio_postgres::Error),
+    Query(tokio_postgres::Error),
+}
+
+/// What went wrong with a login, for a person: tokio-postgres says
+/// "invalid configuration: password missing" where libpq would prompt.
+fn explain_login(e: &tokio_postgres::Error, config: &tokio_postgres::Config) -> String {
+    let user = config.get_user().unwrap_or("(no user)");
+    if let Some(db) = e.as_db_error() {
+        let (code, message) = (db.code().code(), db.message());
+        return match code {
+            "28P01" => format!(
+                "wrong password for user \"{user}\" ({code}: {message}); check password= in --admin or PGPASSWORD"
+            ),
+            "28000" if message.contains("SSL") => format!(
+                "the pooler requires TLS on this transport ({code}: {message}), which pgharbor report does not speak; connect through its Unix socket"
+            ),
+            _ => format!("{code}: {message}"),
+        };
+    }
+    // tokio-postgres keeps the cause out of its Display ("invalid
+    // configuration"), in the source chain.
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    if text.contains("password missing") {
+        return format!(
+            "the admin console asks user \"{user}\" for a password and none was given; add password= to --admin or set PGPASSWORD (pgharbor report does not prompt)"
+        );
+    }
+    if text.contains("TLS") {
+        return format!(
+            "{text}: pgharbor report does not speak TLS; use sslmode=disable (or prefer) with the pooler's Unix socket or a loopback address"
+        );
+    }
+    let io = std::error::Error::source(e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    match io.map(std::io::Error::kind) {
+        Some(std::io::ErrorKind::ConnectionRefused) => format!(
+            "connection refused at {}: is pgharbor running and listening there?",
+            target(config)
+        ),
+        Some(std::io::ErrorKind::NotFound) => format!(
+            "no socket at {}: is pgharbor running, with this listen.unix_socket_dir and port?",
+            target(config)
+        ),
+        _ => text,
+    }
+}
+
+/// Where `config` points, as `host:port` or the socket file.
+fn target(config: &tokio_postgres::Config) -> String {
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    match config.get_hosts().first() {
+        Some(tokio_postgres::config::Host::Tcp(h)) => format!("{h}:{port}"),
+        Some(tokio_postgres::config::Host::Unix(dir)) => {
+            dir.join(format!(".s.PGSQL.{port}")).display().to_string()
+        }
+        None => format!("localhost:{port}"),
+    }
 }
 
 /// One row of SHOW OVERHEAD: column names and text values (None = NULL).
@@ -20,15 +86,21 @@ pub type Row = Vec<(String, Option<String>)>;
 /// TLS is not used: point it at the Unix socket or a loopback address. As
 /// with libpq, `PGPASSWORD` supplies a password the string does not give.
 pub async fn fetch(conninfo: &str) -> Result<Vec<Row>, ReportError> {
-    let mut config: tokio_postgres::Config = conninfo.parse()?;
+    let mut config: tokio_postgres::Config = conninfo.parse().map_err(ReportError::Conninfo)?;
     if config.get_password().is_none() {
         if let Ok(pw) = std::env::var("PGPASSWORD") {
             config.password(pw);
         }
     }
-    let (client, connection) = config.connect(NoTls).await?;
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| ReportError::Login(explain_login(&e, &config)))?;
     let driver = tokio::spawn(connection);
-    let messages = client.simple_query("SHOW OVERHEAD").await?;
+    let messages = client
+        .simple_query("SHOW OVERHEAD")
+        .await
+        .map_err(ReportError::Query)?;
     drop(client);
     let _ = driver.await;
     Ok(messages
@@ -44,6 +116,30 @@ pub async fn fetch(conninfo: &str) -> Result<Vec<Row>, ReportError> {
             _ => None,
         })
         .collect())
+}
+
+/// `pgharbor report`: prints the report (a table, or JSON), or says why not.
+pub fn run(conninfo: &str, json: bool) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("pgharbor: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(fetch(conninfo)) {
+        Ok(rows) if json => println!("{}", to_json(&rows)),
+        Ok(rows) => print!("{}", to_table(&rows)),
+        Err(e) => {
+            eprintln!("pgharbor: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn get<'a>(row: &'a Row, name: &str) -> Option<&'a str> {

@@ -182,7 +182,7 @@ impl Stream {
         std::pin::Pin::new(tls.as_mut())
             .accept()
             .await
-            .map_err(|e| io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()))?;
+            .map_err(|e| handshake_failure(&e))?;
         *self = Stream::Tls(tls);
         Ok(())
     }
@@ -244,6 +244,29 @@ fn tls_error_text(e: &openssl::ssl::Error) -> String {
         Some(stack) => stack.to_string(),
         None => e.to_string(),
     }
+}
+
+/// A failed server-side handshake as an I/O error: `UnexpectedEof` when
+/// the peer closed without a word (nothing was attempted), otherwise
+/// `ConnectionAborted` with OpenSSL's reasons ("http request", "unsupported
+/// protocol"), not its function names and source lines.
+fn handshake_failure(e: &openssl::ssl::Error) -> io::Error {
+    if let Some(io) = e.io_error() {
+        return io::Error::new(io.kind(), io.to_string());
+    }
+    let reasons: Vec<&str> = e
+        .ssl_error()
+        .map(|stack| stack.errors().iter().filter_map(|x| x.reason()).collect())
+        .unwrap_or_default();
+    if reasons.is_empty() && e.code() == openssl::ssl::ErrorCode::SYSCALL {
+        return io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection");
+    }
+    let text = if reasons.is_empty() {
+        e.to_string()
+    } else {
+        reasons.join(": ")
+    };
+    io::Error::new(io::ErrorKind::ConnectionAborted, text)
 }
 
 /// Why a framed read failed.

@@ -153,7 +153,7 @@ async fn show_commands_report_a_known_workload() {
     config.find(&[
         ("key", "databases.other.pool_size"),
         ("default", "20"),
-        ("reload", "new pools"),
+        ("reload", "immediate"),
     ]);
     config.find(&[("key", "pool.shutdown_timeout"), ("default", "30s")]);
     let r = config.find(&[("key", "databases.other.conninfo")]);

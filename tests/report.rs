@@ -64,17 +64,78 @@ async fn report_prints_the_classes_a_workload_used() {
     assert!(table.contains("backend handshakes avoided"), "{table}");
 }
 
-#[test]
-fn report_says_why_when_it_cannot_connect() {
+/// Runs `pgharbor report --admin <conninfo>` expecting failure; its stderr.
+fn report_err(conninfo: &str) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_pgharbor"))
-        .args([
-            "report",
-            "--admin",
-            "host=/nonexistent port=1 dbname=pgharbor user=x",
-        ])
+        .args(["report", "--admin", conninfo])
+        .env_remove("PGPASSWORD")
         .output()
         .expect("run pgharbor report");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot read SHOW OVERHEAD"), "{err}");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "report succeeded on {conninfo}: {err}"
+    );
+    err
+}
+
+fn assert_says(err: &str, words: &[&str]) {
+    for w in words {
+        assert!(err.contains(w), "{w:?} missing from: {err}");
+    }
+}
+
+#[test]
+fn report_says_why_when_it_cannot_connect() {
+    let err = report_err("host=/nonexistent port=1 dbname=pgharbor user=x");
+    assert_says(
+        &err,
+        &["cannot log in", "no socket at /nonexistent/.s.PGSQL.1"],
+    );
+    let port = common::util::free_port();
+    let err = report_err(&format!(
+        "host=127.0.0.1 port={port} dbname=pgharbor user=x"
+    ));
+    assert_says(
+        &err,
+        &[
+            "connection refused at 127.0.0.1:",
+            &port.to_string(),
+            "is pgharbor running",
+        ],
+    );
+}
+
+#[test]
+fn report_says_what_is_wrong_with_the_login() {
+    let pg = PgCluster::shared();
+    let certs = common::tls::Certs::generate("report-tls");
+    let tls = common::tls::tls_toml(Some(&certs), &[("sslmode", "require")]);
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::default().admin_users(&[SCRAM_USER.0]).tls(&tls),
+    );
+    let console = |t, pw| pooler.conninfo(t, SCRAM_USER.0, pw, "pgharbor");
+
+    let err = report_err(&console(Transport::Unix, None));
+    assert_says(
+        &err,
+        &[
+            "asks user \"scram_user\" for a password",
+            "PGPASSWORD",
+            "does not prompt",
+        ],
+    );
+    let err = report_err(&console(Transport::Unix, Some("wrong-password")));
+    assert_says(&err, &["wrong password for user \"scram_user\"", "28P01"]);
+    assert!(
+        !err.contains("wrong-password"),
+        "the password in the message: {err}"
+    );
+    // The pooler wants TLS from TCP clients; report does not speak it.
+    let err = report_err(&console(Transport::Tcp, Some(SCRAM_USER.1)));
+    assert_says(&err, &["requires TLS", "28000", "Unix socket"]);
+    let plain = console(Transport::Tcp, Some(SCRAM_USER.1));
+    let err = report_err(&plain.replace("sslmode=disable", "sslmode=require"));
+    assert_says(&err, &["does not speak TLS", "sslmode=disable"]);
 }

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use super::secret::Secret;
+use super::secret::{ScramSecret, Secret, SCRAM_PREFIX};
 
 /// PgBouncer's limits (MAX_USERNAME, MAX_PASSWORD), so a file PgBouncer
 /// accepts is accepted here and a runaway line is not.
@@ -32,6 +32,16 @@ pub enum AuthFileError {
         /// What is wrong, in words that never quote the secret.
         reason: String,
     },
+    /// A user is listed on two lines.
+    #[error("auth file lines {first} and {again}: user \"{user}\" is listed twice")]
+    Duplicate {
+        /// The user.
+        user: String,
+        /// 1-based line of the first listing.
+        first: usize,
+        /// 1-based line of the second.
+        again: usize,
+    },
 }
 
 /// The users and secrets of an auth file.
@@ -40,35 +50,76 @@ pub struct AuthFile {
     users: HashMap<String, Secret>,
 }
 
+/// One user line of an auth file, checked but with its secret still text.
+pub struct Entry {
+    /// 1-based line number.
+    pub line: usize,
+    /// The user name.
+    pub user: String,
+    secret: String,
+}
+
 impl AuthFile {
-    /// Parses userlist.txt text. Plaintext passwords run PBKDF2 once each
-    /// (see [`Secret::Plain`]), so call this off the async executor.
-    pub fn parse(text: &str) -> Result<AuthFile, AuthFileError> {
-        let mut users = HashMap::new();
+    /// Checks userlist.txt text without deriving anything: the syntax of
+    /// every line, the form of SCRAM secrets, and that no user is listed
+    /// twice. Cheap, so `pgharbor check` and start-up run it before
+    /// [`AuthFile::parse`], which refuses exactly what this refuses.
+    pub fn scan(text: &str) -> Result<Vec<Entry>, AuthFileError> {
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut seen: HashMap<String, usize> = HashMap::new();
         for (index, line) in text.lines().enumerate() {
+            let line_no = index + 1;
             let syntax = |reason: String| AuthFileError::Syntax {
-                line: index + 1,
+                line: line_no,
                 reason,
             };
             let Some((user, secret)) = parse_line(line).map_err(|r| syntax(r.to_string()))? else {
                 continue;
             };
-            let secret =
-                Secret::parse(&secret).map_err(|e| syntax(format!("user \"{user}\": {e}")))?;
-            // A repeated user replaces the earlier line, as in PgBouncer.
-            users.insert(user, secret);
+            if secret.starts_with(SCRAM_PREFIX) {
+                ScramSecret::parse(&secret).map_err(|e| syntax(format!("user \"{user}\": {e}")))?;
+            }
+            // PgBouncer lets the last line win; two secrets for one user is
+            // almost always an edit that went wrong, and which one logins
+            // check should not depend on line order.
+            if let Some(first) = seen.insert(user.clone(), line_no) {
+                return Err(AuthFileError::Duplicate {
+                    user,
+                    first,
+                    again: line_no,
+                });
+            }
+            entries.push(Entry {
+                line: line_no,
+                user,
+                secret,
+            });
+        }
+        Ok(entries)
+    }
+
+    /// Parses userlist.txt text. Plaintext passwords run PBKDF2 once each
+    /// (see [`Secret::Plain`]), so call this off the async executor.
+    pub fn parse(text: &str) -> Result<AuthFile, AuthFileError> {
+        let mut users = HashMap::new();
+        for entry in AuthFile::scan(text)? {
+            let secret = Secret::parse(&entry.secret).map_err(|e| AuthFileError::Syntax {
+                line: entry.line,
+                reason: format!("user \"{}\": {e}", entry.user),
+            })?;
+            users.insert(entry.user, secret);
         }
         Ok(AuthFile { users })
     }
 
+    /// Reads the file at `path` and [`AuthFile::scan`]s it.
+    pub fn scan_file(path: impl AsRef<Path>) -> Result<Vec<Entry>, AuthFileError> {
+        AuthFile::scan(&read(path.as_ref())?)
+    }
+
     /// Reads and parses the file at `path` (blocking I/O and PBKDF2: use spawn_blocking).
     pub fn load(path: impl AsRef<Path>) -> Result<AuthFile, AuthFileError> {
-        let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| AuthFileError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        AuthFile::parse(&text)
+        AuthFile::parse(&read(path.as_ref())?)
     }
 
     /// The secret for `user`, if the file lists it.
@@ -99,6 +150,13 @@ impl fmt::Debug for AuthFile {
             .field("users", &self.users.len())
             .finish_non_exhaustive()
     }
+}
+
+fn read(path: &Path) -> Result<String, AuthFileError> {
+    std::fs::read_to_string(path).map_err(|source| AuthFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// One line: `Ok(None)` for blank and comment lines, else the two unquoted
@@ -227,6 +285,24 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("longer"));
+    }
+
+    #[test]
+    fn a_user_listed_twice_is_refused_naming_both_lines() {
+        let text = "\"a\" \"x\"\n; comment\n\"b\" \"y\"\n\"a\" \"hunter2\"\n";
+        for err in [
+            AuthFile::scan(text).err().unwrap(),
+            AuthFile::parse(text).err().unwrap(),
+        ] {
+            let message = err.to_string();
+            assert_eq!(
+                message, "auth file lines 1 and 4: user \"a\" is listed twice",
+                "{message}"
+            );
+        }
+        let entries = AuthFile::scan("\"a\" \"x\"\n\n\"b\" \"y\"\n").unwrap();
+        let lines: Vec<_> = entries.iter().map(|e| (e.line, e.user.as_str())).collect();
+        assert_eq!(lines, [(1, "a"), (3, "b")]);
     }
 
     #[test]

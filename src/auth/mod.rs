@@ -51,7 +51,7 @@ mod secret;
 #[cfg(test)]
 mod scram_tests;
 
-pub use auth_file::{AuthFile, AuthFileError};
+pub use auth_file::{AuthFile, AuthFileError, Entry as AuthFileEntry};
 pub use cleartext::cleartext_verify;
 pub use scram::{new_mock_seed, ScramError, ScramServer, ScramSuccess, MAX_SCRAM_MESSAGE_LEN};
 pub use scram_client::{

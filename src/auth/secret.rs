@@ -14,7 +14,7 @@ pub const SCRAM_DEFAULT_SALT_LEN: usize = 16;
 /// Iteration count PostgreSQL uses for new SCRAM secrets (scram_iterations).
 pub const SCRAM_DEFAULT_ITERATIONS: u32 = 4096;
 
-const SCRAM_PREFIX: &str = "SCRAM-SHA-256$";
+pub(super) const SCRAM_PREFIX: &str = "SCRAM-SHA-256$";
 
 /// Why a stored secret could not be parsed; never contains the secret itself.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

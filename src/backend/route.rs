@@ -37,8 +37,10 @@ pub struct HostRoute {
     hosts: Vec<Host>,
     attrs: TargetSessionAttrs,
     balance: LoadBalance,
-    /// Bound on each host's attempt: connect, TLS, login and the check.
-    per_host: Duration,
+    /// The conninfo's `connect_timeout`: with the pool's
+    /// `server_connect_timeout` (whichever is shorter) it bounds each
+    /// host's attempt: connect, TLS, login and the check.
+    connect_timeout: Option<Duration>,
 }
 
 /// Why one host was passed over.
@@ -55,13 +57,13 @@ impl HostRoute {
         hosts: Vec<Host>,
         attrs: TargetSessionAttrs,
         balance: LoadBalance,
-        per_host: Duration,
+        connect_timeout: Option<Duration>,
     ) -> HostRoute {
         HostRoute {
             hosts,
             attrs,
             balance,
-            per_host,
+            connect_timeout,
         }
     }
 
@@ -75,14 +77,19 @@ impl HostRoute {
         self.attrs
     }
 
-    /// Opens backend `id` on the first host that fits.
+    /// Opens backend `id` on the first host that fits, each attempt within
+    /// `server_connect_timeout` (or the conninfo's shorter `connect_timeout`).
     pub async fn connect(
         &self,
         creds: &Credentials,
         params: &[(String, String)],
         cache: &Arc<SaltedPasswordCache>,
         id: u64,
+        server_connect_timeout: Duration,
     ) -> Result<Link, BackendError> {
+        let per_host = self
+            .connect_timeout
+            .map_or(server_connect_timeout, |t| t.min(server_connect_timeout));
         let mut order: Vec<usize> = (0..self.hosts.len()).collect();
         if self.balance == LoadBalance::Random {
             order.shuffle(&mut rand::thread_rng());
@@ -98,7 +105,7 @@ impl HostRoute {
             for &i in &order {
                 let host = &self.hosts[i];
                 let attempt = self.attempt(host, pass, creds, params, cache, id);
-                let result = match tokio::time::timeout(self.per_host, attempt).await {
+                let result = match tokio::time::timeout(per_host, attempt).await {
                     Ok(r) => r,
                     Err(_) => Err(Skip::Next(BackendError::Timeout(host.target.describe()))),
                 };

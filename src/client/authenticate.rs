@@ -53,11 +53,22 @@ impl From<AuthMethod> for Exchange {
     }
 }
 
-fn auth_failed(user: &str) -> ClientError {
-    ClientError::Refused(PgError::fatal(
-        "28P01",
-        format!("password authentication failed for user \"{user}\""),
-    ))
+fn auth_failed(user: &str, why: &'static str) -> ClientError {
+    ClientError::AuthFailed {
+        user: user.to_string(),
+        why,
+    }
+}
+
+/// Why a SCRAM proof failed, for the log.
+fn scram_failure(secret: Option<&Secret>) -> &'static str {
+    match secret {
+        None => "no such user in auth.auth_file",
+        Some(s) if s.scram().is_none() => {
+            "auth.auth_file holds only an md5 hash for the user, which cannot check SCRAM"
+        }
+        Some(_) => "wrong password",
+    }
 }
 
 /// Runs the configured method for `user`; `secret` is None for an unknown user.
@@ -118,7 +129,7 @@ async fn md5(
     let response = parse_password(&body)?;
     match md5_verify(secret, user, salt, response) {
         Md5Outcome::Accepted => Ok(Proof::Verified),
-        _ => Err(auth_failed(user)),
+        _ => Err(auth_failed(user, "wrong password")),
     }
 }
 
@@ -136,8 +147,11 @@ async fn cleartext(
     let (body, total) = read_auth_message(stream, buf).await?;
     buf.consume(total);
     let password = parse_password(&body)?;
-    let (Some(secret), Ok(password)) = (secret, std::str::from_utf8(password)) else {
-        return Err(auth_failed(user));
+    let Some(secret) = secret else {
+        return Err(auth_failed(user, "no such user in auth.auth_file"));
+    };
+    let Ok(password) = std::str::from_utf8(password) else {
+        return Err(auth_failed(user, "the password is not UTF-8"));
     };
     // A SCRAM secret costs a PBKDF2: off the async workers.
     let (secret, user_owned, password) = (secret.clone(), user.to_owned(), password.to_owned());
@@ -145,7 +159,7 @@ async fn cleartext(
         tokio::task::spawn_blocking(move || cleartext_verify(&secret, &user_owned, &password));
     match checked.await {
         Ok(true) => Ok(Proof::Verified),
-        _ => Err(auth_failed(user)),
+        _ => Err(auth_failed(user, "wrong password")),
     }
 }
 
@@ -181,7 +195,7 @@ async fn scram(
     match exchange.handle_client_final(&client_final) {
         // AuthenticationSASLFinal goes out with the rest of the login reply.
         Ok(success) => Ok(Proof::Scram(success)),
-        Err(ScramError::InvalidProof) => Err(auth_failed(user)),
+        Err(ScramError::InvalidProof) => Err(auth_failed(user, scram_failure(secret))),
         Err(e) => Err(scram_error(e)),
     }
 }

@@ -28,6 +28,19 @@ pub enum ClientError {
     /// Login refused (28000 / 28P01 / 3D000...).
     #[error("{0}")]
     Refused(PgError),
+    /// A wrong password or an unknown user: one 28P01 for both, so probing
+    /// cannot tell them apart; `why` tells them apart in the log only.
+    #[error("password authentication failed for user \"{user}\": {why}")]
+    AuthFailed {
+        /// The user the client named.
+        user: String,
+        /// What failed, for the log.
+        why: &'static str,
+    },
+    /// The TLS handshake with the client failed; no channel is left to
+    /// send an error on.
+    #[error("TLS handshake failed: {0}")]
+    TlsHandshake(String),
     /// No pool serves the database (3D000), or it could not be built.
     #[error("{0}")]
     NoPool(#[from] NoPool),
@@ -78,7 +91,14 @@ impl ClientError {
     /// (the peer is gone, or PostgreSQL itself would answer nothing).
     pub fn to_pg_error(&self) -> Option<PgError> {
         Some(match self {
-            ClientError::Gone | ClientError::Io(_) | ClientError::SilentClose(_) => return None,
+            ClientError::Gone
+            | ClientError::Io(_)
+            | ClientError::SilentClose(_)
+            | ClientError::TlsHandshake(_) => return None,
+            ClientError::AuthFailed { user, .. } => PgError::fatal(
+                "28P01",
+                format!("password authentication failed for user \"{user}\""),
+            ),
             ClientError::Protocol(v) => PgError::fatal("08P01", v.0.clone()),
             ClientError::Startup(StartupError::UnsupportedVersion { .. }) => {
                 PgError::fatal("0A000", self.to_string())
@@ -103,6 +123,30 @@ impl ClientError {
                 "canceling authentication due to timeout (client_login_timeout)",
             ),
         })
+    }
+}
+
+impl ClientError {
+    /// Logs how the session ended, once: a failed login or TLS handshake at
+    /// WARN with its reason (never a secret: the messages quote user and
+    /// database names only), another error at INFO, a disconnect at DEBUG.
+    /// A backend that could not be opened is logged at WARN where it failed
+    /// (`pool::BackendManager`), so its clients' endings stay at INFO.
+    pub fn log(&self, reply: Option<&PgError>) {
+        let failed_login = match self {
+            ClientError::AuthFailed { .. } | ClientError::TlsHandshake(_) => true,
+            ClientError::NoPool(NoPool::UnknownDatabase(_)) => true,
+            ClientError::Refused(e) => e.code.starts_with("28") || e.code == "3D000",
+            _ => false,
+        };
+        match reply {
+            Some(r) if failed_login => {
+                tracing::warn!(sqlstate = %r.code, reason = %self, "client login failed")
+            }
+            None if failed_login => tracing::warn!(reason = %self, "client login failed"),
+            Some(r) => tracing::info!(error = %r, "client closed with error"),
+            None => tracing::debug!(reason = %self, "client closed"),
+        }
     }
 }
 

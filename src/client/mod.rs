@@ -104,19 +104,16 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
         let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
         if let Err(e) = result {
-            match e.to_pg_error() {
-                Some(err) => {
-                    tracing::info!(error = %err, "client closed with error");
-                    let mut out = BytesMut::new();
-                    if e.is_pre_v3() {
-                        server::v2_error(&mut out, &err.message);
-                    } else {
-                        err.encode(&mut out);
-                    }
-                    let _ =
-                        tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+            let reply = e.to_pg_error();
+            e.log(reply.as_ref());
+            if let Some(err) = reply {
+                let mut out = BytesMut::new();
+                if e.is_pre_v3() {
+                    server::v2_error(&mut out, &err.message);
+                } else {
+                    err.encode(&mut out);
                 }
-                None => tracing::debug!(reason = %e, "client closed"),
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
             }
         }
         // TLS gets a close_notify; a plain socket is simply closed on drop.

@@ -62,11 +62,16 @@ pub async fn negotiate(
                     Some(acceptor) => {
                         stream.write_all(&[encryption::SSL_ACCEPTED]).await?;
                         let started = Instant::now();
-                        // A failed handshake has no channel left to report on.
+                        // A failed handshake has no channel left to report
+                        // on; the log gets OpenSSL's reason. A peer that
+                        // left without trying is just gone.
                         stream
                             .accept_tls(acceptor)
                             .await
-                            .map_err(|_| ClientError::Gone)?;
+                            .map_err(|e| match e.kind() {
+                                std::io::ErrorKind::UnexpectedEof => ClientError::Gone,
+                                _ => ClientError::TlsHandshake(e.to_string()),
+                            })?;
                         timings.tls_handshake = started.elapsed();
                     }
                     None => stream.write_all(&[encryption::DECLINED]).await?,

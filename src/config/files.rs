@@ -6,7 +6,6 @@ use std::fmt;
 use std::fs::File;
 use std::path::Path;
 
-use super::raw::key_part;
 use super::Config;
 
 /// How bad a [`FileProblem`] is.
@@ -49,7 +48,9 @@ impl fmt::Display for FileProblem {
 pub(super) fn check(config: &Config) -> Vec<FileProblem> {
     let mut problems = Vec::new();
     if let Some(path) = &config.auth.auth_file {
-        readable(&mut problems, "auth.auth_file", path);
+        if readable(&mut problems, "auth.auth_file", path) {
+            auth_file_permissions(&mut problems, path);
+        }
     }
     if let Some(path) = &config.auth.hba_file {
         readable(&mut problems, "auth.hba_file", path);
@@ -66,21 +67,43 @@ pub(super) fn check(config: &Config) -> Vec<FileProblem> {
         }
     }
     if let Some(dir) = &config.listen.unix_socket_dir {
-        if !dir.is_dir() {
+        if let Err(message) = socket_dir_usable(dir, config.listen.port) {
             problems.push(FileProblem {
                 severity: Severity::Error,
                 key: "listen.unix_socket_dir".to_string(),
-                message: format!("{} is not an existing directory", dir.display()),
+                message,
             });
         }
     }
-    for (name, db) in &config.databases {
-        if let Some(path) = &db.conninfo.sslrootcert {
-            let key = format!("databases.{}.conninfo", key_part(name));
-            readable(&mut problems, &key, path);
-        }
-    }
+    // A backend's sslrootcert is read (and judged) where its TLS is built,
+    // and only if its sslmode uses it, as libpq does.
     problems
+}
+
+/// The socket file must be creatable in `dir`: tried with a file of our
+/// own, since permission bits do not tell (root, ACLs, read-only mounts).
+fn socket_dir_usable(dir: &Path, port: u16) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("{} is not an existing directory", dir.display()));
+    }
+    let probe = dir.join(format!(
+        ".s.PGSQL.{port}.pgharbor-check-{}",
+        std::process::id()
+    ));
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+    {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(format!(
+            "cannot create the socket file in {}: {e}",
+            dir.display()
+        )),
+    }
 }
 
 /// Opens `path` for reading; records an error and returns false if it cannot.
@@ -121,6 +144,31 @@ fn key_permissions(problems: &mut Vec<FileProblem>, path: &Path) {
 
 #[cfg(not(unix))]
 fn key_permissions(_problems: &mut Vec<FileProblem>, _path: &Path) {}
+
+/// Passwords and SCRAM secrets that any local user can read are as good as
+/// published; group access is left alone (a service group may need it).
+#[cfg(unix)]
+fn auth_file_permissions(problems: &mut Vec<FileProblem>, path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+
+    let Ok(meta) = std::fs::metadata(path) else {
+        return;
+    };
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o004 != 0 {
+        problems.push(FileProblem {
+            severity: Severity::Warning,
+            key: "auth.auth_file".to_string(),
+            message: format!(
+                "{} has mode {mode:04o}: every local user can read the secrets (use chmod 0600 or 0640)",
+                path.display()
+            ),
+        });
+    }
+}
+
+#[cfg(not(unix))]
+fn auth_file_permissions(_problems: &mut Vec<FileProblem>, _path: &Path) {}
 
 /// Tests that touch the file system: loading, file checks, the shipped configs.
 #[cfg(test)]
@@ -179,6 +227,8 @@ mod tests {
 
         let tmp = TempDir::new("files");
         std::fs::write(tmp.0.join("users.txt"), "").unwrap();
+        let users = tmp.0.join("users.txt");
+        std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::write(tmp.0.join("server.crt"), "").unwrap();
         let key = tmp.0.join("server.key");
         std::fs::write(&key, "").unwrap();
@@ -189,18 +239,23 @@ mod tests {
         let problems: Vec<String> = c.check_files().iter().map(|p| p.to_string()).collect();
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(
-            problems[0].starts_with("warning: tls.key_file: ") && problems[0].contains("mode 0644")
+            problems[0].starts_with("warning: auth.auth_file: ") && problems[0].contains("0644"),
+            "{problems:#?}"
         );
-        assert!(problems[1].starts_with("error: listen.unix_socket_dir: "));
-        assert!(problems[2].starts_with("error: databases.app.conninfo: cannot read "));
+        assert!(
+            problems[1].starts_with("warning: tls.key_file: ") && problems[1].contains("mode 0644")
+        );
+        assert!(problems[2].starts_with("error: listen.unix_socket_dir: "));
 
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
         std::fs::create_dir(tmp.0.join("sock")).unwrap();
         std::fs::remove_file(tmp.0.join("users.txt")).unwrap();
         let problems = c.check_files();
-        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert_eq!(problems.len(), 1, "{problems:#?}");
         assert!(problems.iter().all(FileProblem::is_error));
         assert_eq!(problems[0].key, "auth.auth_file");
+        let left: Vec<_> = std::fs::read_dir(tmp.0.join("sock")).unwrap().collect();
+        assert!(left.is_empty(), "the probe stayed behind: {left:?}");
     }
 
     #[test]

@@ -231,6 +231,35 @@ pub fn all() -> impl Iterator<Item = &'static Key> {
     front::KEYS.iter().chain(pools::KEYS.iter())
 }
 
+/// The keys a reload cannot change (`Reload::Restart`) whose values differ
+/// between `old` and `new`, as dotted names with the database or user
+/// filled in (`databases.app.max_db_connections`); entries only one of the
+/// two has are left out (a new entry gets its values when first used).
+pub fn restart_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for key in all().filter(|k| k.reload == Reload::Restart) {
+        match key.get {
+            Get::Global(get) if get(old) != get(new) => out.push(key.dotted()),
+            Get::Global(_) => {}
+            Get::Database(get) => {
+                for (name, db) in &new.databases {
+                    if old.databases.get(name).is_some_and(|o| get(o) != get(db)) {
+                        out.push(format!("databases.{name}.{}", key.name));
+                    }
+                }
+            }
+            Get::User(get) => {
+                for (name, user) in &new.users {
+                    if old.users.get(name).is_some_and(|o| get(o) != get(user)) {
+                        out.push(format!("users.{name}.{}", key.name));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The key written `name` in `section`.
 pub fn find(section: Section, name: &str) -> Option<&'static Key> {
     all().find(|k| k.section == section && k.name == name)

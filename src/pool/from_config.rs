@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use super::{LentKeys, Pool, PoolKey, PoolRegistry, PoolSettings};
+use super::{LentKeys, Pool, PoolKey, PoolRegistry, PoolSettings, Tuning};
 use crate::auth::{AuthFile, ScramCredential, ScramSuccess, Secret};
 use crate::backend::{BackendTarget, Credentials, Host, HostRoute};
 use crate::config::Config;
@@ -61,20 +61,8 @@ impl PoolRegistry {
                 config.max_db_connections_for(database),
                 config.max_user_connections_for(&backend_user),
             );
-            let p = &config.pool;
             let settings = PoolSettings {
-                size: config.pool_size_for(database),
-                min_size: config.min_pool_size_for(database),
-                reserve_size: config.reserve_pool_size_for(database),
-                reserve_timeout: p.reserve_pool_timeout,
-                wait_timeout: p.query_wait_timeout,
-                command_timeout: p.server_command_timeout,
-                reset_query: p.server_reset_query.clone(),
-                drain_timeout: p.server_drain_timeout,
-                idle_timeout: p.server_idle_timeout,
-                lifetime: p.server_lifetime,
-                check_delay: p.server_check_delay,
-                check_query: p.server_check_query.clone(),
+                tuning: Tuning::for_database(config, database),
                 limits,
                 stats: self.stats.clone(),
                 backend_ids: self.backend_ids.clone(),
@@ -137,6 +125,38 @@ impl PoolRegistry {
                 _ => LentKeys::Drop,
             };
             pool.replace_credentials(creds, lent);
+        }
+    }
+
+    /// Puts a reloaded config's pool settings in force in every existing
+    /// pool (logged at INFO, per pool), and warns of a database whose
+    /// server settings changed: its existing pools keep the server they
+    /// have (only a new password reaches them) until a restart.
+    pub fn retune(&self, old: &Config, new: &Config) {
+        let mut warned = Vec::new();
+        for pool in self.all() {
+            let database = &pool.key.database;
+            let Some(db) = new.database(database) else {
+                continue;
+            };
+            let changes = pool.retune(Tuning::for_database(new, database));
+            if !changes.is_empty() {
+                tracing::info!(
+                    database = %database,
+                    user = %pool.key.user,
+                    changes = %changes.join(", "),
+                    "reload: pool settings applied to an existing pool"
+                );
+            }
+            let moved = old
+                .database(database)
+                .is_some_and(|o| o.conninfo.redacted() != db.conninfo.redacted());
+            if moved && !warned.contains(database) {
+                tracing::warn!(
+                    "databases.{database}.conninfo changed: existing pools keep their server settings; takes effect after a restart"
+                );
+                warned.push(database.clone());
+            }
         }
     }
 }
@@ -207,12 +227,10 @@ fn host_route(config: &Config, database: &str, user: &str) -> Result<HostRoute, 
             tls,
         })
         .collect();
-    let server = config.pool.server_connect_timeout;
-    let per_host = info.connect_timeout.map_or(server, |t| t.min(server));
     Ok(HostRoute::new(
         hosts,
         info.target_session_attrs,
         info.load_balance_hosts,
-        per_host,
+        info.connect_timeout,
     ))
 }

@@ -13,6 +13,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::manager::{close_idle, BackendManager, OpenError};
+use super::tuning::Tuning;
 use crate::backend::BackendError;
 
 /// The longest pause between sweeps; shorter timeouts sweep more often.
@@ -32,23 +33,23 @@ pub(super) struct Janitor {
     pub main: Arc<Semaphore>,
     pub paused: watch::Receiver<bool>,
     pub stop: CancellationToken,
-    pub min_size: usize,
-    pub idle_timeout: Duration,
-    pub lifetime: Duration,
+    /// The pool's settings, read afresh each sweep (a reload changes them).
+    pub tuning: watch::Receiver<Arc<Tuning>>,
 }
 
 impl Janitor {
     /// Runs until `stop` is cancelled.
     pub async fn run(self) {
-        let tick = [self.idle_timeout, self.lifetime]
-            .iter()
-            .filter(|d| !d.is_zero())
-            .map(|d| *d / 4)
-            .fold(MAX_TICK, Duration::min)
-            .max(MIN_TICK);
         let mut retry = FIRST_RETRY;
         let mut next_fill = Instant::now();
         loop {
+            let tuning = self.tuning.borrow().clone();
+            let tick = [tuning.idle_timeout, tuning.lifetime]
+                .iter()
+                .filter(|d| !d.is_zero())
+                .map(|d| *d / 4)
+                .fold(MAX_TICK, Duration::min)
+                .max(MIN_TICK);
             // Sleep first: a pool is created for a client that is about to
             // open its own backend, which min_pool_size must not duplicate.
             tokio::select! {
@@ -58,19 +59,23 @@ impl Janitor {
             if *self.paused.borrow() {
                 continue;
             }
-            self.sweep();
-            if self.min_size == 0 || Instant::now() < next_fill {
+            let tuning = self.tuning.borrow().clone();
+            self.sweep(&tuning);
+            let min_size = tuning.min_size.min(tuning.size);
+            if min_size == 0 || Instant::now() < next_fill {
                 continue;
             }
             let filled = tokio::select! {
                 _ = self.stop.cancelled() => return,
-                r = self.fill() => r,
+                r = self.fill(min_size) => r,
             };
             match filled {
                 Ok(()) => retry = FIRST_RETRY,
                 Err(e) => {
                     let key = &self.inner.manager().key;
-                    tracing::warn!(
+                    // The failure itself is logged (at WARN) where the
+                    // backend failed to open; this says what comes next.
+                    tracing::info!(
                         database = %key.database,
                         user = %key.user,
                         error = %e,
@@ -86,14 +91,14 @@ impl Janitor {
 
     /// Closes idle backends that are dead, too old, or idle too long; the
     /// last kind only while more than `min_size` backends are open.
-    fn sweep(&self) {
-        let manager = self.inner.manager();
-        let mut spare = self.inner.status().size.saturating_sub(self.min_size);
+    fn sweep(&self, tuning: &Tuning) {
+        let min_size = tuning.min_size.min(tuning.size);
+        let mut spare = self.inner.status().size.saturating_sub(min_size);
         let mut reasons = Vec::new();
         let removed = self.inner.retain(|p, _| {
-            let why = p.unfit(manager.lifetime).or_else(|| {
-                let idle = !self.idle_timeout.is_zero()
-                    && p.idle_since.elapsed() >= self.idle_timeout
+            let why = p.unfit(tuning.lifetime).or_else(|| {
+                let idle = !tuning.idle_timeout.is_zero()
+                    && p.idle_since.elapsed() >= tuning.idle_timeout
                     && spare > 0;
                 idle.then_some("server_idle_timeout reached")
             });
@@ -115,7 +120,7 @@ impl Janitor {
     /// size, or a shared limit is reached. deadpool hands out idle backends
     /// before it opens one, so the idle ones met on the way are held until
     /// the new ones are open.
-    async fn fill(&self) -> Result<(), BackendError> {
+    async fn fill(&self, min_size: usize) -> Result<(), BackendError> {
         let no_wait = Timeouts {
             wait: Some(Duration::ZERO),
             create: None,
@@ -124,7 +129,7 @@ impl Janitor {
         let mut held = Vec::new();
         let manager = self.inner.manager();
         // Backends a client is opening count too: no spare one for it.
-        while self.inner.status().size + manager.opening.load(Ordering::Relaxed) < self.min_size {
+        while self.inner.status().size + manager.opening.load(Ordering::Relaxed) < min_size {
             if *self.paused.borrow() {
                 break;
             }

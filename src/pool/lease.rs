@@ -74,9 +74,10 @@ impl Lease {
         let pool = self.pool.clone();
         obj.backend.settling();
         tokio::spawn(async move {
+            let tuning = pool.tuning();
             let settled = obj
                 .backend
-                .settle(how, pool.drain_timeout, &pool.reset_query)
+                .settle(how, tuning.drain_timeout, &tuning.reset_query)
                 .await;
             match settled {
                 Ok(()) => match pool.retire_reason(&obj) {

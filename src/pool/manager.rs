@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
 use tokio::io::Interest;
-use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::limits::LimitGroup;
 use super::params::ParamCache;
 use super::servers::ServerRegistry;
+use super::tuning::Tuning;
 use super::PoolKey;
 use crate::auth::SaltedPasswordCache;
 use crate::backend::{
@@ -57,8 +58,8 @@ pub struct BackendManager {
     pub(super) route: HostRoute,
     pub(super) creds: RwLock<Credentials>,
     pub(super) cache: Arc<SaltedPasswordCache>,
-    /// `server_command_timeout`, given to every backend it opens.
-    pub(super) command_timeout: Duration,
+    /// The pool's settings in force (timeouts, lifetime, check query).
+    pub(super) tuning: watch::Receiver<Arc<Tuning>>,
     pub(super) startup_params: Vec<(String, String)>,
     pub(super) stats: Arc<Stats>,
     /// Every open backend of this pool, for SHOW SERVERS.
@@ -72,12 +73,6 @@ pub struct BackendManager {
     pub(super) limits: Vec<Arc<LimitGroup>>,
     /// The pool itself, to see whether it has an idle backend.
     pub(super) this: OnceLock<WeakPool<BackendManager>>,
-    /// Backends older than this are not handed out again; zero = no limit.
-    pub(super) lifetime: Duration,
-    /// Backends idle longer than this run `check_query` at checkout.
-    pub(super) check_delay: Duration,
-    /// `""` = no check.
-    pub(super) check_query: String,
     /// Backends connecting or logging in right now.
     pub(super) opening: AtomicUsize,
     /// Parameter defaults and accepted values, for logins without a backend.
@@ -162,13 +157,17 @@ impl managed::Manager for BackendManager {
         // connect_timeout is per host).
         self.opening.fetch_add(1, Ordering::Relaxed);
         let id = self.ids.next();
-        let result = self.route.connect(&creds, &params, &self.cache, id).await;
+        let tuning = self.tuning.borrow().clone();
+        let result = self
+            .route
+            .connect(&creds, &params, &self.cache, id, tuning.connect_timeout)
+            .await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(mut backend) => {
                 self.pacer.succeeded();
                 backend.set_hinted_app_name(hinted);
-                backend.set_command_timeout(self.command_timeout);
+                backend.set_command_timeout(tuning.command_timeout);
                 self.params.set_base_once(backend.ledger_ref().params());
                 self.stats
                     .backend_connect(backend.class(), &backend.connect_phases());
@@ -191,6 +190,22 @@ impl managed::Manager for BackendManager {
             }
             Err(e) => {
                 self.pacer.failed();
+                // Once per failed attempt, here: the clients that waited for
+                // it end at INFO, so a dead server is one WARN per attempt
+                // (paced by CONNECT_RETRY), not one per client.
+                let servers: Vec<String> = self
+                    .route
+                    .hosts()
+                    .iter()
+                    .map(|h| h.target.describe())
+                    .collect();
+                tracing::warn!(
+                    database = %self.key.database,
+                    user = %self.key.user,
+                    server = %servers.join(","),
+                    error = %e,
+                    "backend connect failed"
+                );
                 // Counted against the first host: no backend says which.
                 if let Some(host) = self.route.hosts().first() {
                     let tls = host.tls.opening() == Opening::Require;
@@ -218,12 +233,13 @@ impl managed::Manager for BackendManager {
             );
             return Err(RecycleError::message(RECONNECTED));
         }
-        if let Some(why) = obj.unfit(self.lifetime) {
+        let tuning = self.tuning.borrow().clone();
+        if let Some(why) = obj.unfit(tuning.lifetime) {
             tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
         }
-        if !self.check_query.is_empty() && obj.idle_since.elapsed() >= self.check_delay {
-            let query = [self.check_query.as_str()];
+        if !tuning.check_query.is_empty() && obj.idle_since.elapsed() >= tuning.check_delay {
+            let query = [tuning.check_query.as_str()];
             let check = obj.backend.run_queries(&query, PoolerStatement::Check);
             if let Err(e) = check.await {
                 tracing::info!(

@@ -30,6 +30,7 @@ mod params;
 mod reconnect;
 mod registry;
 mod servers;
+mod tuning;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -48,6 +49,7 @@ pub use manager::{BackendManager, OpenError, Pooled};
 pub use params::ParamCache;
 pub use registry::PoolRegistry;
 pub use servers::{ServerInfo, ServerRegistry, ServerState};
+pub use tuning::Tuning;
 
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
@@ -96,12 +98,9 @@ pub struct Pool {
     main: Arc<Semaphore>,
     /// One permit per reserve backend; only after `reserve_timeout`.
     reserve: Arc<Semaphore>,
-    reserve_size: usize,
-    reserve_timeout: Duration,
-    size: usize,
-    wait_timeout: Duration,
-    reset_query: String,
-    drain_timeout: Duration,
+    /// The settings in force; a reload sends new ones ([`Pool::retune`]),
+    /// which the manager and the maintenance task read too.
+    tuning: watch::Sender<Arc<Tuning>>,
     /// Clients waiting for a backend right now.
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
@@ -114,31 +113,8 @@ pub struct Pool {
 
 /// Settings for a new pool.
 pub struct PoolSettings {
-    /// Backends clients may hold at once (`pool_size`).
-    pub size: usize,
-    /// Backends kept open ahead of demand (at most `size`).
-    pub min_size: usize,
-    /// Extra backends for clients that waited `reserve_timeout`.
-    pub reserve_size: usize,
-    /// How long a client waits before a reserve backend may serve it; zero
-    /// turns the reserve off.
-    pub reserve_timeout: Duration,
-    /// Longest wait for a free backend.
-    pub wait_timeout: Duration,
-    /// Limit on each of the pooler's own statements on a backend.
-    pub command_timeout: Duration,
-    /// Run at release; "" skips it.
-    pub reset_query: String,
-    /// How long a departed client's statements may take to finish.
-    pub drain_timeout: Duration,
-    /// Idle backends unused this long are closed (down to `min_size`); zero = never.
-    pub idle_timeout: Duration,
-    /// Backends older than this are closed when released; zero = never.
-    pub lifetime: Duration,
-    /// Backends idle longer than this run `check_query` at checkout.
-    pub check_delay: Duration,
-    /// "" = no check.
-    pub check_query: String,
+    /// What a reload may change later.
+    pub tuning: Tuning,
     /// Shared limits (`max_db_connections`, `max_user_connections`), from
     /// [`PoolRegistry::limits_for`].
     pub limits: Vec<Arc<LimitGroup>>,
@@ -160,21 +136,19 @@ impl Pool {
         cache: Arc<SaltedPasswordCache>,
         settings: PoolSettings,
     ) -> Result<Pool, String> {
+        let tuning = watch::channel(Arc::new(settings.tuning)).0;
         let manager = BackendManager {
             key: key.clone(),
             route,
             creds: RwLock::new(creds),
             cache,
-            command_timeout: settings.command_timeout,
+            tuning: tuning.subscribe(),
             startup_params: settings.startup_params,
             stats: settings.stats,
             servers: Arc::new(ServerRegistry::default()),
             app_name_hint: Mutex::new(None),
             limits: settings.limits.clone(),
             this: OnceLock::new(),
-            lifetime: settings.lifetime,
-            check_delay: settings.check_delay,
-            check_query: settings.check_query,
             opening: AtomicUsize::new(0),
             params: Arc::new(ParamCache::default()),
             pacer: Default::default(),
@@ -182,13 +156,9 @@ impl Pool {
             ids: settings.backend_ids,
             reconnect_upto: AtomicU64::new(0),
         };
-        let reserve_size = if settings.reserve_timeout.is_zero() {
-            0
-        } else {
-            settings.reserve_size
-        };
+        let now = tuning.borrow().clone();
         let inner = managed::Pool::builder(manager)
-            .max_size(settings.size + reserve_size)
+            .max_size(now.size + now.reserve())
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| format!("cannot build pool: {e}"))?;
@@ -196,7 +166,7 @@ impl Pool {
         for group in &settings.limits {
             group.join(key.clone(), inner.weak());
         }
-        let main = Arc::new(Semaphore::new(settings.size));
+        let main = Arc::new(Semaphore::new(now.size));
         let paused = watch::channel(false).0;
         let stop = CancellationToken::new();
         let janitor = janitor::Janitor {
@@ -204,22 +174,15 @@ impl Pool {
             main: main.clone(),
             paused: paused.subscribe(),
             stop: stop.clone(),
-            min_size: settings.min_size.min(settings.size),
-            idle_timeout: settings.idle_timeout,
-            lifetime: settings.lifetime,
+            tuning: tuning.subscribe(),
         };
         tokio::spawn(janitor.run());
         Ok(Pool {
             key,
             inner,
             main,
-            reserve: Arc::new(Semaphore::new(reserve_size)),
-            reserve_size,
-            reserve_timeout: settings.reserve_timeout,
-            size: settings.size,
-            wait_timeout: settings.wait_timeout,
-            reset_query: settings.reset_query,
-            drain_timeout: settings.drain_timeout,
+            reserve: Arc::new(Semaphore::new(now.reserve())),
+            tuning,
             waiting: AtomicUsize::new(0),
             paused,
             kill: Mutex::new(CancellationToken::new()),
@@ -264,8 +227,9 @@ impl Pool {
         // checkout checks may talk to the server (server_check_query, or
         // opening a backend when a check fails), and a server that stops
         // answering must not keep a client past query_wait_timeout.
-        let deadline = tokio::time::Instant::now() + self.wait_timeout;
-        let timed_out = AcquireError::WaitTimeout(self.wait_timeout);
+        let tuning = self.tuning();
+        let deadline = tokio::time::Instant::now() + tuning.wait_timeout;
+        let timed_out = AcquireError::WaitTimeout(tuning.wait_timeout);
         // Fast path, taken by most transactions in transaction pooling: a
         // place is free (tokio's fair semaphore has none free while anyone
         // waits, so this cannot jump the queue) and a backend is idle. The
@@ -297,6 +261,8 @@ impl Pool {
             }
         };
         obj.clean = false;
+        // A reload may have changed it since the backend opened.
+        obj.backend.set_command_timeout(tuning.command_timeout);
         obj.backend.lent_to(client.id());
         Ok(Lease {
             obj: Some(obj),
@@ -368,13 +334,14 @@ impl Pool {
     async fn admit(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
         let main = self.main.clone().acquire_owned();
         tokio::pin!(main);
-        let permit = if self.reserve_size == 0 {
+        let tuning = self.tuning();
+        let permit = if tuning.reserve() == 0 {
             main.await
         } else {
             tokio::select! {
                 biased;
                 p = &mut main => p,
-                _ = tokio::time::sleep(self.reserve_timeout) => tokio::select! {
+                _ = tokio::time::sleep(tuning.reserve_timeout) => tokio::select! {
                     biased;
                     p = &mut main => p,
                     p = self.reserve.clone().acquire_owned() => {
@@ -399,7 +366,7 @@ impl Pool {
         if manager.close_needed(obj.backend.id()) {
             return Some(manager::RECONNECTED);
         }
-        obj.past_lifetime(manager.lifetime)
+        obj.past_lifetime(self.tuning().lifetime)
             .or_else(|| manager.misfit(&obj.backend))
     }
 
@@ -479,7 +446,7 @@ impl Pool {
     /// comes on top).
     pub fn status(&self) -> (usize, usize, usize) {
         let s = self.inner.status();
-        (s.size, s.available, self.size)
+        (s.size, s.available, self.tuning().size)
     }
 
     /// Stops handing out backends, drops the idle ones and ends the

@@ -77,6 +77,8 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     let Some((leaf, intermediates)) = chain.split_first() else {
         return Err(TlsError::Cert("no certificate in the file".into()));
     };
+    super::validity::refuse_invalid(leaf, &cert_path.display().to_string())
+        .map_err(TlsError::Cert)?;
     let key: PKey<Private> = PKey::private_key_from_pem(&read("tls.key_file", key_path)?)
         .map_err(|e| TlsError::Key(format!("not a PEM private key OpenSSL can read: {e}")))?;
 

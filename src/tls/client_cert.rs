@@ -59,6 +59,8 @@ pub(super) fn load(
             cert.display()
         )));
     };
+    super::validity::refuse_invalid(&leaf, &format!("sslcert \"{}\"", cert.display()))
+        .map_err(err)?;
     let key_bytes = read_key(key)?;
     let key = parse_key(&key_bytes, password).map_err(|why| {
         err(format!(

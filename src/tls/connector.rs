@@ -8,6 +8,7 @@ use std::sync::Arc;
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 use openssl::x509::store::X509Lookup;
 use openssl::x509::verify::X509VerifyFlags;
+use openssl::x509::X509;
 
 use super::{client_cert, TlsError};
 use crate::config::SslMode;
@@ -218,6 +219,7 @@ fn build(
     };
     match root {
         Some(root) => {
+            readable_roots(root)?;
             b.set_ca_file(root)
                 .map_err(|e| TlsError::RootCert(format!("sslrootcert {}: {e}", root.display())))?;
             b.set_verify(SslVerifyMode::PEER);
@@ -244,6 +246,23 @@ fn build(
         }
     }
     Ok(b.build())
+}
+
+/// Reads `sslrootcert` first, so a missing or damaged file is reported in
+/// words (OpenSSL's own error is a stack of internal function names).
+fn readable_roots(root: &Path) -> Result<(), TlsError> {
+    let shown = root.display();
+    let pem = std::fs::read(root)
+        .map_err(|e| TlsError::RootCert(format!("sslrootcert \"{shown}\": cannot read: {e}")))?;
+    match X509::stack_from_pem(&pem) {
+        Ok(certs) if !certs.is_empty() => Ok(()),
+        Ok(_) => Err(TlsError::RootCert(format!(
+            "sslrootcert \"{shown}\": no PEM certificate in the file"
+        ))),
+        Err(e) => Err(TlsError::RootCert(format!(
+            "sslrootcert \"{shown}\": not a PEM certificate: {e}"
+        ))),
+    }
 }
 
 /// `sslcrl` and `sslcrldir`, checked against the whole chain, only where a

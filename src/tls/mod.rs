@@ -7,6 +7,8 @@ pub mod channel_binding;
 mod client_cert;
 pub mod connector;
 pub mod policy;
+pub mod validity;
 
 pub use acceptor::{build_acceptor, certificate_not_after, Acceptor, TlsError};
 pub use connector::{check_databases, BackendTls};
+pub use validity::expiry_warnings;

@@ -294,6 +294,20 @@ fn toml_str(s: &str) -> String {
     out
 }
 
+/// Writes a userlist that others cannot read, as an operator should (a
+/// world-readable one draws a warning from check and start-up): mode 0640,
+/// its group the server user's when running as root, so a pooler that
+/// switched to `service.user = "postgres"` can still read it.
+pub fn write_userlist(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("write userlist.txt");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o640))
+        .expect("chmod userlist.txt");
+    if let Some((_, gid)) = super::util::server_user() {
+        std::os::unix::fs::chown(path, None, Some(gid)).expect("chgrp userlist.txt");
+    }
+}
+
 /// Userlist field: PgBouncer doubles a `"` inside quotes.
 fn userlist_str(s: &str) -> String {
     format!("\"{}\"", s.replace('"', "\"\""))
@@ -336,7 +350,7 @@ impl Pooler {
         for (u, s) in &opts.userlist {
             let _ = writeln!(userlist, "{} {}", userlist_str(u), userlist_str(s));
         }
-        std::fs::write(dir.join("userlist.txt"), userlist).expect("write userlist.txt");
+        write_userlist(&dir.join("userlist.txt"), &userlist);
 
         let log = dir.join("pgharbor.log");
         let log_file = std::fs::File::create(&log).expect("create pgharbor.log");
@@ -610,7 +624,7 @@ impl Pooler {
         let dir = unique_temp_dir("check");
         let path = dir.join("pgharbor.toml");
         std::fs::write(&path, config_text).expect("write config");
-        std::fs::write(dir.join("userlist.txt"), "").expect("write userlist");
+        write_userlist(&dir.join("userlist.txt"), "");
         let out = Command::new(Pooler::binary())
             .arg("check")
             .arg("--config")

@@ -1,12 +1,15 @@
 //! The rows of `[pool]` and of the per-database and per-user tables that
-//! override it. Pool settings are read when a pool is created, so most
-//! reach only pools created after a reload; the limits shared by pools
+//! override it. A reload puts sizes, timeouts and the reset and check
+//! queries in force in the existing pools too (`pool::Tuning`; a smaller
+//! size applies as lent backends come back); a changed conninfo reaches
+//! only new pools, except its password; the limits shared by pools
 //! (`max_db_connections`, `max_user_connections`) are fixed when the first
 //! pool of that database or user is created, and `max_client_conn` sizes a
-//! semaphore at start-up.
+//! semaphore at start-up: a reload that changes those warns that they take
+//! effect after a restart.
 
 use super::DefaultValue::{Inherit, Int, List, Required, Str};
-use super::Reload::{NewLogins, NewPools, Restart};
+use super::Reload::{Immediate, NewLogins, NewPools, Restart};
 use super::Section::{Database, Pool, User};
 use super::{dur, opt, Get, Key, Kind};
 use crate::config::PoolMode;
@@ -42,7 +45,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "default_pool_size",
         kind: ONE_OR_MORE,
         default: Int(20),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Backends per (database, user) pool that clients may hold at once.",
         get: Get::Global(|c| c.pool.default_pool_size.to_string()),
     },
@@ -51,7 +54,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "min_pool_size",
         kind: ZERO_OR_MORE,
         default: Int(0),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Backends each pool keeps open ahead of demand (capped at the pool size).",
         get: Get::Global(|c| c.pool.min_pool_size.to_string()),
     },
@@ -60,7 +63,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "reserve_pool_size",
         kind: ZERO_OR_MORE,
         default: Int(0),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Extra backends per pool for clients that waited reserve_pool_timeout.",
         get: Get::Global(|c| c.pool.reserve_pool_size.to_string()),
     },
@@ -69,7 +72,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "reserve_pool_timeout",
         kind: DURATION_OR_ZERO,
         default: Str("5s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "How long a client waits before a reserve backend may serve it; \"0s\" turns the reserve off.",
         get: Get::Global(|c| dur(c.pool.reserve_pool_timeout)),
     },
@@ -105,7 +108,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "query_wait_timeout",
         kind: DURATION,
         default: Str("120s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Longest a client waits for a free backend before it gets an error.",
         get: Get::Global(|c| dur(c.pool.query_wait_timeout)),
     },
@@ -114,7 +117,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_connect_timeout",
         kind: DURATION,
         default: Str("15s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Limit on opening and authenticating one backend connection.",
         get: Get::Global(|c| dur(c.pool.server_connect_timeout)),
     },
@@ -123,7 +126,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_command_timeout",
         kind: DURATION,
         default: Str("30s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Limit on each statement pgharbor sends on its own (check, reset, ROLLBACK, SET, Parse, Close).",
         get: Get::Global(|c| dur(c.pool.server_command_timeout)),
     },
@@ -132,7 +135,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_reset_query",
         kind: Kind::Text,
         default: Str("DISCARD ALL"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Run on a backend when a client releases it; \"\" skips it.",
         get: Get::Global(|c| c.pool.server_reset_query.clone()),
     },
@@ -141,7 +144,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_idle_timeout",
         kind: DURATION_OR_ZERO,
         default: Str("600s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Idle backends unused this long are closed, down to min_pool_size; \"0s\" keeps them.",
         get: Get::Global(|c| dur(c.pool.server_idle_timeout)),
     },
@@ -150,7 +153,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_lifetime",
         kind: DURATION_OR_ZERO,
         default: Str("3600s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Backends connected longer are closed when released or idle; \"0s\" = no limit.",
         get: Get::Global(|c| dur(c.pool.server_lifetime)),
     },
@@ -159,7 +162,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_check_delay",
         kind: DURATION_OR_ZERO,
         default: Str("30s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "A backend idle longer runs server_check_query before it is handed out; \"0s\" = always.",
         get: Get::Global(|c| dur(c.pool.server_check_delay)),
     },
@@ -168,7 +171,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_check_query",
         kind: Kind::Text,
         default: Str("SELECT 1"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "The check; \"\" = no check.",
         get: Get::Global(|c| c.pool.server_check_query.clone()),
     },
@@ -177,7 +180,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "server_drain_timeout",
         kind: DURATION_OR_ZERO,
         default: Str("30s"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "How long a backend a client left mid-statement may finish before it is closed.",
         get: Get::Global(|c| dur(c.pool.server_drain_timeout)),
     },
@@ -249,7 +252,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "pool_size",
         kind: ONE_OR_MORE,
         default: Inherit("pool.default_pool_size"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Backends of each of this database's pools.",
         get: Get::Database(|db| opt(db.pool_size)),
     },
@@ -267,7 +270,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "min_pool_size",
         kind: ZERO_OR_MORE,
         default: Inherit("pool.min_pool_size"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Backends each of this database's pools keeps open ahead of demand.",
         get: Get::Database(|db| opt(db.min_pool_size)),
     },
@@ -276,7 +279,7 @@ pub(super) const KEYS: &[Key] = &[
         name: "reserve_pool_size",
         kind: ZERO_OR_MORE,
         default: Inherit("pool.reserve_pool_size"),
-        reload: NewPools,
+        reload: Immediate,
         doc: "Reserve backends of each of this database's pools.",
         get: Get::Database(|db| opt(db.reserve_pool_size)),
     },

@@ -304,3 +304,27 @@ fn the_readme_key_reference_is_the_table() {
         "README.md's key reference is out of date; between the markers it should read:\n{BEGIN}{want}{END}"
     );
 }
+
+#[test]
+fn restart_changes_names_the_changed_keys_only_a_restart_applies() {
+    let old = parse(
+        "[auth]\nauth_file = \"users.txt\"\n[pool]\nmax_client_conn = 10\n\
+         [databases.app]\nconninfo = \"\"\nmax_db_connections = 2\npool_size = 4\n\
+         [databases.gone]\nconninfo = \"\"\n[users.u]\nmax_user_connections = 1\n",
+    );
+    let new = parse(
+        "[auth]\nauth_file = \"users.txt\"\n[pool]\nmax_client_conn = 20\n\
+         [databases.app]\nconninfo = \"\"\nmax_db_connections = 3\npool_size = 1\n\
+         [databases.added]\nconninfo = \"\"\nmax_db_connections = 9\n\
+         [users.u]\nmax_user_connections = 2\n",
+    );
+    assert_eq!(
+        restart_changes(&old, &new),
+        [
+            "pool.max_client_conn",
+            "databases.app.max_db_connections",
+            "users.u.max_user_connections"
+        ]
+    );
+    assert!(restart_changes(&new, &new).is_empty());
+}
