@@ -56,6 +56,7 @@ impl Case {
              [tls]\n{}\n\
              [auth]\nmethod = \"scram-sha-256\"\nauth_file = \"userlist.txt\"\n\n\
              [admin]\nusers = {}\n\n\
+             [pool]\n# Within the suite's own ulimit -n, or start-up warns.\nmax_client_conn = 100\n\n\
              [databases.app]\nconninfo = \"{}\"\n{}",
             free_port(),
             sock.display(),
