@@ -277,7 +277,8 @@ fn unknown(text: &str) -> PgError {
 mod tests {
     use super::*;
 
-    fn code(sql: &str) -> &'static str {
+    /// The SQLSTATE `sql` is refused with (the `set` tests use it too).
+    pub(super) fn code(sql: &str) -> &'static str {
         match parse(sql) {
             Ok(c) => panic!("{sql:?} parsed as {c:?}"),
             Err(e) => e.code,

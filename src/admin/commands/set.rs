@@ -52,14 +52,8 @@ fn single_quoted(s: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::super::parse;
+    use super::super::tests::code;
     use super::*;
-
-    fn code(sql: &str) -> &'static str {
-        match parse(sql) {
-            Ok(c) => panic!("{sql:?} parsed as {c:?}"),
-            Err(e) => e.code,
-        }
-    }
 
     #[test]
     fn set_takes_a_bare_or_quoted_value() {

@@ -81,25 +81,29 @@ fn averages_of(t: &SessionTransfer) -> [Value; 7] {
     ]
 }
 
+/// SHOW STATS's columns after `database`, PgBouncer's; SHOW TOTALS's names.
+const STATS_COLUMNS: [&str; 14] = [
+    "total_xact_count",
+    "total_query_count",
+    "total_received",
+    "total_sent",
+    "total_xact_time",
+    "total_query_time",
+    "total_wait_time",
+    "avg_xact_count",
+    "avg_query_count",
+    "avg_recv",
+    "avg_sent",
+    "avg_xact_time",
+    "avg_query_time",
+    "avg_wait_time",
+];
+
 /// `SHOW STATS`.
 pub fn stats(pooler: &Pooler, _: &Authorized) -> ResultSet {
-    let mut rs = columns(&[
-        "database",
-        "total_xact_count",
-        "total_query_count",
-        "total_received",
-        "total_sent",
-        "total_xact_time",
-        "total_query_time",
-        "total_wait_time",
-        "avg_xact_count",
-        "avg_query_count",
-        "avg_recv",
-        "avg_sent",
-        "avg_xact_time",
-        "avg_query_time",
-        "avg_wait_time",
-    ]);
+    let mut names = vec!["database"];
+    names.extend(STATS_COLUMNS);
+    let mut rs = columns(&names);
     for (name, t) in per_database(pooler) {
         let mut row = vec![Value::Text(name)];
         row.extend(totals_of(&t));
@@ -142,22 +146,7 @@ pub fn totals(pooler: &Pooler, _: &Authorized) -> ResultSet {
         all.merge(t);
     }
     let mut rs = ResultSet::new([("name", Type::Text), ("value", Type::Int8)]);
-    let names = [
-        "total_xact_count",
-        "total_query_count",
-        "total_received",
-        "total_sent",
-        "total_xact_time",
-        "total_query_time",
-        "total_wait_time",
-        "avg_xact_count",
-        "avg_query_count",
-        "avg_recv",
-        "avg_sent",
-        "avg_xact_time",
-        "avg_query_time",
-        "avg_wait_time",
-    ];
+    let names = STATS_COLUMNS;
     let values = totals_of(&all).into_iter().chain(averages_of(&all));
     for (name, value) in names.into_iter().zip(values) {
         if value != Value::Null {
