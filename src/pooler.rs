@@ -146,18 +146,19 @@ impl Pooler {
     pub async fn new(config: Config) -> Result<Arc<Pooler>, PoolerError> {
         let snapshot = Snapshot::load(config).await?;
         let stats = Arc::new(Stats::new());
+        let terminate = CancellationToken::new();
         let pooler = Arc::new(Pooler {
             client_slots: Arc::new(Semaphore::new(snapshot.config.pool.max_client_conn)),
             client_slots_total: snapshot.config.pool.max_client_conn,
             current: RwLock::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(()),
-            pools: PoolRegistry::new(stats.clone()),
+            pools: PoolRegistry::new(stats.clone(), terminate.clone()),
             cancels: Arc::new(CancelRegistry::default()),
             stats,
             clients: Arc::new(ClientRegistry::default()),
             mock_seed: new_mock_seed(),
             stop_accepting: CancellationToken::new(),
-            terminate: CancellationToken::new(),
+            terminate,
             tasks: TaskTracker::new(),
             statements: Default::default(),
             buffers: Arc::default(),

@@ -9,6 +9,7 @@ mod negotiate;
 mod params;
 pub(crate) mod relay;
 mod session;
+mod stop;
 pub(crate) mod txn;
 
 use std::sync::Arc;

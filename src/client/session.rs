@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::relay::{self, Mode, TxnEnd};
+use super::stop::Stop;
 use super::txn::statements::ClientStatements;
 use super::{ClientError, Meter, RelayEnd};
 use crate::backend::Departure;
@@ -65,9 +66,7 @@ impl Session {
         pooler: &Arc<Pooler>,
     ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
-        let shutdown = pooler.terminate_token();
-        let killed = lease.pool().kill_token();
-        let killed_alone = self.entry.kill_token().clone();
+        let stop = Stop::new(pooler.terminate_token(), lease.pool(), &self.entry);
         let client_class = Class::client(self.transport, stream.is_tls());
         let classes = [client_class, lease.backend().class()];
         let mut meter = Meter::new(&pooler.stats, classes, &self.database);
@@ -97,9 +96,7 @@ impl Session {
             );
             tokio::select! {
                 (r, _) = relay => r,
-                _ = shutdown.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("shutdown".into())),
-                _ = killed.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("killed".into())),
-                _ = killed_alone.cancelled() => TxnEnd::Ended(RelayEnd::BackendGone("KILL_CLIENT".into())),
+                why = stop.stopped() => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
             }
         };
         let end = match end {
@@ -110,8 +107,7 @@ impl Session {
         meter.flush(None);
         self.entry.set(ClientState::Closing, None);
         self.cancel_key.slot.set(None);
-        let shutting_down =
-            shutdown.is_cancelled() || killed.is_cancelled() || killed_alone.is_cancelled();
+        let shutting_down = stop.is_stopped();
         tracing::info!(
             user = %self.user,
             database = %self.database,

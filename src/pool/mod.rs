@@ -105,8 +105,11 @@ pub struct Pool {
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
     paused: watch::Sender<bool>,
-    /// Cancelled by KILL: every session on this pool ends.
+    /// Cancelled by KILL: every session on this pool ends. A child of
+    /// `sessions_end`.
     kill: Mutex<CancellationToken>,
+    /// The pooler's "every session ends" token, parent of `kill`.
+    sessions_end: CancellationToken,
     /// Stops the maintenance task.
     stop: CancellationToken,
 }
@@ -124,6 +127,9 @@ pub struct PoolSettings {
     pub stats: Arc<Stats>,
     /// Where backend ids come from (one source per pooler).
     pub backend_ids: Arc<BackendIds>,
+    /// Cancelled when every session must end (the pool's KILL token is
+    /// its child).
+    pub sessions_end: CancellationToken,
 }
 
 impl Pool {
@@ -185,7 +191,8 @@ impl Pool {
             tuning,
             waiting: AtomicUsize::new(0),
             paused,
-            kill: Mutex::new(CancellationToken::new()),
+            kill: Mutex::new(settings.sessions_end.child_token()),
+            sessions_end: settings.sessions_end,
             stop,
         })
     }
@@ -421,15 +428,16 @@ impl Pool {
     /// Ends every session on this pool (their clients get 57P01) and closes
     /// its backends; new clients are served by fresh backends.
     pub fn kill(&self) {
+        let fresh = self.sessions_end.child_token();
         let old = match self.kill.lock() {
-            Ok(mut k) => std::mem::take(&mut *k),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
+            Ok(mut k) => std::mem::replace(&mut *k, fresh),
+            Err(p) => std::mem::replace(&mut *p.into_inner(), fresh),
         };
         old.cancel();
         self.close_idle();
     }
 
-    /// Cancelled when the pool is KILLed.
+    /// Cancelled when the pool is KILLed or every session must end.
     pub fn kill_token(&self) -> CancellationToken {
         match self.kill.lock() {
             Ok(k) => k.clone(),

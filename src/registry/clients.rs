@@ -90,6 +90,9 @@ struct Live {
     backend: AtomicU64,
     /// Cancelled by KILL_CLIENT: the session ends (57P01).
     kill: CancellationToken,
+    /// The token the session watches once it has a pool (see
+    /// [`ClientEntry::attach`]); KILL_CLIENT cancels it too.
+    session: Mutex<Option<CancellationToken>>,
     /// When its wait for a backend began, in ns after `epoch` plus one
     /// (0: not waiting).
     wait_since: AtomicU64,
@@ -97,6 +100,14 @@ struct Live {
 }
 
 impl Live {
+    fn kill(&self) {
+        // The login token first: an attach that runs after this sees it.
+        self.kill.cancel();
+        if let Some(t) = lock(&self.session).as_ref() {
+            t.cancel();
+        }
+    }
+
     fn store(&self, state: ClientState, backend: Option<u64>) {
         self.state.store(state as u8, Ordering::Relaxed);
         self.backend.store(backend.unwrap_or(0), Ordering::Relaxed);
@@ -149,6 +160,7 @@ impl ClientRegistry {
             state: AtomicU8::new(info.state as u8),
             backend: AtomicU64::new(info.backend.unwrap_or(0)),
             kill: CancellationToken::new(),
+            session: Mutex::default(),
             wait_since: AtomicU64::new(0),
             epoch: self.epoch,
         });
@@ -164,7 +176,7 @@ impl ClientRegistry {
     /// client is logged in.
     pub fn kill(&self, id: u64) -> bool {
         let live = self.with(|m| m.get(&id).map(|(_, live)| live.clone()));
-        live.map(|l| l.kill.cancel()).is_some()
+        live.map(|l| l.kill()).is_some()
     }
 
     /// A copy of every entry, with waits as of now.
@@ -198,6 +210,18 @@ impl ClientEntry {
     /// Cancelled when KILL_CLIENT names this client.
     pub fn kill_token(&self) -> &CancellationToken {
         &self.live.kill
+    }
+
+    /// One token for the rest of the session, cancelled by KILL_CLIENT and
+    /// by whatever cancels `parent` (the pool's KILL token, itself a child
+    /// of shutdown): the relay then watches one token instead of three.
+    pub fn attach(&self, parent: &CancellationToken) -> CancellationToken {
+        let token = parent.child_token();
+        *lock(&self.live.session) = Some(token.clone());
+        if self.live.kill.is_cancelled() {
+            token.cancel();
+        }
+        token
     }
 
     /// The client's connection id.
@@ -239,6 +263,11 @@ impl Drop for ClientEntry {
     fn drop(&mut self) {
         self.registry.with(|m| m.remove(&self.id));
     }
+}
+
+/// A poisoned lock still guards a usable token.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -289,5 +318,35 @@ mod tests {
         drop(entry);
         assert!(r.list().is_empty());
         assert!(!r.kill(3), "gone");
+    }
+
+    #[test]
+    fn the_attached_token_ends_with_its_parent_or_kill_client() {
+        let r = Arc::new(ClientRegistry::default());
+        let info = |id| ClientInfo {
+            id,
+            user: "u".into(),
+            database: "d".into(),
+            transport: Transport::Unix,
+            tls: false,
+            peer: "127.0.0.1:1".into(),
+            connected_at: SystemTime::now(),
+            state: ClientState::Idle,
+            backend: None,
+            application_name: None,
+            wait: None,
+        };
+        let pool = CancellationToken::new();
+        let a = r.register(info(1));
+        let b = r.register(info(2));
+        let (ta, tb) = (a.attach(&pool), b.attach(&pool));
+        assert!(r.kill(1));
+        assert!(ta.is_cancelled() && !tb.is_cancelled() && !pool.is_cancelled());
+        pool.cancel();
+        assert!(tb.is_cancelled());
+        // Killed before its pool was known: the token it attaches is born cancelled.
+        let c = r.register(info(3));
+        assert!(r.kill(3));
+        assert!(c.attach(&CancellationToken::new()).is_cancelled());
     }
 }

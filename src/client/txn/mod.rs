@@ -20,6 +20,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
+use super::stop::Stop;
 use super::{ClientError, Meter, RelayEnd};
 use crate::backend::Departure;
 use crate::config::PoolMode;
@@ -78,19 +79,10 @@ pub(super) async fn serve(
     };
     let idle_tx_timeout = Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero());
     let max_prepared = config.pool.max_prepared_statements;
-    let shutdown = pooler.terminate_token();
-    let killed = pool.kill_token();
-    let killed_alone = entry.kill_token().clone();
-    // One watch on shutdown, KILL and KILL_CLIENT for the client's whole
-    // life, instead of fresh cancellation futures (each a waiter
-    // registration) per transaction.
-    let stop = async {
-        tokio::select! {
-            _ = shutdown.cancelled() => "shutdown",
-            _ = killed.cancelled() => "killed",
-            _ = killed_alone.cancelled() => "KILL_CLIENT",
-        }
-    };
+    let watch = Stop::new(pooler.terminate_token(), &pool, &entry);
+    // One watch for the client's whole life, instead of a fresh
+    // cancellation future (a waiter registration) per transaction.
+    let stop = watch.stopped();
     tokio::pin!(stop);
     let client_class = Class::client(transport, stream.is_tls());
     let mut meter: Option<Meter<'_>> = None;
@@ -217,7 +209,7 @@ pub(super) async fn serve(
         end = ?end,
         "client session ended"
     );
-    let stopped = shutdown.is_cancelled() || killed.is_cancelled() || killed_alone.is_cancelled();
+    let stopped = watch.is_stopped();
     super::session::end_result(end, stopped)
 }
 
