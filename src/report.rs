@@ -190,6 +190,7 @@ pub fn to_table(rows: &[Row]) -> String {
         "side".to_string(),
         "transport".into(),
         "tls".into(),
+        "method".into(),
         "n".into(),
     ];
     header.extend(SHOWN.iter().map(|(_, label)| format!("{label} µs")));
@@ -205,6 +206,7 @@ pub fn to_table(rows: &[Row]) -> String {
             get(row, "side").unwrap_or("").to_string(),
             get(row, "transport").unwrap_or("").to_string(),
             get(row, "tls").unwrap_or("").to_string(),
+            get(row, "auth").unwrap_or("-").to_string(),
             get(row, "established").unwrap_or("0").to_string(),
         ];
         for (phase, _) in SHOWN {
@@ -287,6 +289,7 @@ mod tests {
                 ("side", Some("client")),
                 ("transport", Some("tcp-loopback")),
                 ("tls", Some("t")),
+                ("auth", Some("scram-sha-256")),
                 ("established", Some("5")),
                 ("tls_handshake_avg_us", Some("712.4")),
                 ("tls_handshake_p95_us", Some("901")),
@@ -303,6 +306,7 @@ mod tests {
         ];
         let table = to_table(&rows);
         assert!(table.contains("712 / 901"), "{table}");
+        assert!(table.contains("scram-sha-256"), "{table}");
         assert!(table.contains("2.5"), "{table}");
         assert!(table.contains("backend handshakes avoided: 8"), "{table}");
         let json: serde_json::Value = serde_json::from_str(&to_json(&rows)).unwrap();

@@ -185,11 +185,16 @@ async fn show_commands_report_a_known_workload() {
 /// SHOW OVERHEAD after [`workload`].
 fn check_overhead(o: &Table) {
     assert_eq!(
-        o.columns[..5],
-        ["side", "transport", "tls", "established", "failed"]
+        o.columns[..6],
+        ["side", "transport", "tls", "auth", "established", "failed"]
     );
     for (transport, tls) in [("unix", "f"), ("tcp-loopback", "f"), ("tcp-loopback", "t")] {
-        let r = o.find(&[("side", "client"), ("transport", transport), ("tls", tls)]);
+        let r = o.find(&[
+            ("side", "client"),
+            ("transport", transport),
+            ("tls", tls),
+            ("auth", "scram-sha-256"),
+        ]);
         let what = format!("client {transport} tls={tls}");
         assert_eq!(
             (o.int(r, "established"), o.int(r, "failed")),
@@ -212,6 +217,7 @@ fn check_overhead(o: &Table) {
     }
     let r = o.find(&[("side", "server"), ("transport", "unix"), ("tls", "f")]);
     assert_eq!(o.int(r, "established"), 1);
+    assert_eq!(o.get(r, "auth"), None, "server rows have no client method");
     assert!(o.int(r, "connect_avg_us") > 0 && o.int(r, "total_p50_us") > 0);
     assert_eq!(o.get(r, "first_packet_avg_us"), None);
     let total = o.find(&[("side", "total")]);

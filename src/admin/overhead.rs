@@ -1,9 +1,13 @@
 //! `SHOW OVERHEAD`: where connection cost goes, one row per class of
-//! connections (side × transport × TLS), then one `total` row with the
+//! connections (side × transport × TLS × authentication method), then one `total` row with the
 //! amortisation figure. No PgBouncer equivalent; the columns are:
 //!
 //! - `side` (`client` | `server` | `total`), `transport` (`unix` |
-//!   `tcp-loopback` | `tcp`), `tls` (bool), `established`, `failed`;
+//!   `tcp-loopback` | `tcp`), `tls` (bool), `auth` (client rows: how the
+//!   clients authenticated, `trust` | `peer` | `password` | `md5` |
+//!   `scram-sha-256` | `scram-sha-256-plus` | `cert`; NULL on server rows
+//!   and for logins that failed before a method was settled),
+//!   `established`, `failed`;
 //! - for each establishment phase in [`PHASES`] (client phases: first_packet,
 //!   tls_handshake, auth, backend_wait, first_ready, total; server phases:
 //!   connect, tls_handshake, auth, first_ready, total):
@@ -86,6 +90,7 @@ fn columns() -> Vec<(String, Type)> {
         ("side".to_string(), Type::Text),
         ("transport".to_string(), Type::Text),
         ("tls".to_string(), Type::Bool),
+        ("auth".to_string(), Type::Text),
         ("established".to_string(), Type::Int8),
         ("failed".to_string(), Type::Int8),
     ];
@@ -130,6 +135,7 @@ fn class_row(class: &Class, s: &ClassStats) -> Vec<Value> {
         class.side.to_string().into(),
         class.transport.as_str().into(),
         Value::Bool(class.tls),
+        class.auth.map_or(Value::Null, |a| a.as_str().into()),
         Value::uint(s.established),
         Value::uint(s.failed),
     ];
@@ -194,7 +200,7 @@ fn total_row(classes: &BTreeMap<Class, ClassStats>, logins: u64, reused: u64) ->
 mod tests {
     use super::*;
     use crate::listener::Transport;
-    use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats};
+    use crate::stats::{AuthKind, BackendConnect, ClientLogin, SessionTransfer, Stats};
     use std::time::Duration;
 
     #[test]
@@ -218,8 +224,8 @@ mod tests {
     #[test]
     fn rows_per_class_then_the_amortisation_total() {
         let stats = Stats::new();
-        let unix = Class::client(Transport::Unix, false);
-        let tls = Class::client(Transport::LoopbackTcp, true);
+        let unix = Class::client(Transport::Unix, false, Some(AuthKind::Peer));
+        let tls = Class::client(Transport::LoopbackTcp, true, Some(AuthKind::Scram));
         let server = Class::backend(Transport::Unix, false);
         let mut login = ClientLogin::default();
         login.phases_us[1] = 900; // tls_handshake
@@ -227,6 +233,9 @@ mod tests {
         for i in 0..3 {
             stats.client_login(unix, &ClientLogin::default(), i > 0);
         }
+        // The same transport with another method is a row of its own.
+        let unix_scram = Class::client(Transport::Unix, false, Some(AuthKind::Scram));
+        stats.client_login(unix_scram, &ClientLogin::default(), true);
         let mut connect = BackendConnect::default();
         connect.phases_us[4] = 2_000; // total
         stats.backend_connect(server, &connect);
@@ -242,10 +251,15 @@ mod tests {
         let reused = stats.reused_logins.load(Ordering::Relaxed);
         let rs = report(&stats.snapshot(), logins, reused);
         let width = rs.column_names().count();
-        assert_eq!(width, 5 + PHASES.len() * 4 + 8 + 2 + 4);
+        assert_eq!(width, 6 + PHASES.len() * 4 + 8 + 2 + 4);
         assert!(rs.rows().iter().all(|r| r.len() == width));
-        // BTreeMap order: client unix, client tcp-loopback TLS, server unix, total.
-        assert_eq!(rs.rows().len(), 4);
+        // BTreeMap order: client unix peer, client unix SCRAM, client
+        // tcp-loopback TLS, server unix, total.
+        assert_eq!(rs.rows().len(), 5);
+        assert_eq!(col(&rs, 0, "auth"), "peer".into());
+        assert_eq!(col(&rs, 1, "auth"), "scram-sha-256".into());
+        assert_eq!(col(&rs, 1, "established"), Value::Int(1));
+        assert_eq!(col(&rs, 3, "auth"), Value::Null);
         assert_eq!(col(&rs, 0, "side"), "client".into());
         assert_eq!(col(&rs, 0, "transport"), "unix".into());
         assert_eq!(col(&rs, 0, "established"), Value::Int(3));
@@ -255,24 +269,24 @@ mod tests {
         assert_eq!(col(&rs, 0, "bytes_in"), Value::Int(10));
         assert_eq!(col(&rs, 0, "logins_per_backend_avg"), Value::Null);
         assert_eq!(col(&rs, 0, "logins"), Value::Null);
-        assert_eq!(col(&rs, 1, "tls"), Value::Bool(true));
-        let Value::Int(hs) = col(&rs, 1, "tls_handshake_p99_us") else {
+        assert_eq!(col(&rs, 2, "tls"), Value::Bool(true));
+        let Value::Int(hs) = col(&rs, 2, "tls_handshake_p99_us") else {
             panic!("no TLS handshake time")
         };
         assert!((890..=910).contains(&hs), "{hs}");
-        assert_eq!(col(&rs, 2, "side"), "server".into());
-        assert_eq!(col(&rs, 2, "first_packet_avg_us"), Value::Null);
-        assert_eq!(col(&rs, 2, "backend_wait_p50_us"), Value::Null);
-        assert_eq!(col(&rs, 2, "established"), Value::Int(2));
-        assert_eq!(col(&rs, 3, "side"), "total".into());
-        assert_eq!(col(&rs, 3, "transport"), Value::Null);
-        assert_eq!(col(&rs, 3, "logins"), Value::Int(4));
-        assert_eq!(col(&rs, 3, "backend_connects"), Value::Int(2));
-        assert_eq!(col(&rs, 3, "handshakes_avoided"), Value::Int(2));
-        let Value::Float(saved) = col(&rs, 3, "saved_ms") else {
+        assert_eq!(col(&rs, 3, "side"), "server".into());
+        assert_eq!(col(&rs, 3, "first_packet_avg_us"), Value::Null);
+        assert_eq!(col(&rs, 3, "backend_wait_p50_us"), Value::Null);
+        assert_eq!(col(&rs, 3, "established"), Value::Int(2));
+        assert_eq!(col(&rs, 4, "side"), "total".into());
+        assert_eq!(col(&rs, 4, "transport"), Value::Null);
+        assert_eq!(col(&rs, 4, "logins"), Value::Int(5));
+        assert_eq!(col(&rs, 4, "backend_connects"), Value::Int(2));
+        assert_eq!(col(&rs, 4, "handshakes_avoided"), Value::Int(3));
+        let Value::Float(saved) = col(&rs, 4, "saved_ms") else {
             panic!("saved_ms is not a number")
         };
-        assert!((saved - 4.0).abs() < 0.1, "{saved}");
+        assert!((saved - 6.0).abs() < 0.1, "{saved}");
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub(super) fn choose(
         Method::Password => Exchange::Password,
         Method::Peer => {
             peer(rules, rule, stream, user)?;
-            Exchange::Trust
+            Exchange::Peer
         }
         // decide() turns reject into a refusal; Cert is refused above.
         Method::Reject | Method::Cert => {

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::authenticate::{self, Proof};
+use super::authenticate::{self, Exchange, Proof};
 use super::negotiate::{self, Opening};
 use super::session::Session;
 use super::{params, ClientError, ConnContext, LoginTimings};
@@ -19,7 +19,7 @@ use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
 use crate::registry::{ClientEntry, ClientInfo, ClientState};
-use crate::stats::Class;
+use crate::stats::{AuthKind, Class};
 use crate::stream::Stream;
 
 /// A client that has proved who it is.
@@ -31,6 +31,8 @@ pub(super) struct Login {
     pub(super) user: String,
     pub(super) database: String,
     pub(super) proof: Proof,
+    /// The method the login went by, for the statistics.
+    pub(super) auth: AuthKind,
     pub(super) permit: OwnedSemaphorePermit,
 }
 
@@ -82,14 +84,29 @@ pub(super) async fn handshake(
     )
     .await?;
     timings.auth = auth_started.elapsed();
+    let auth = auth_kind(exchange, &proof);
     Ok(Some(Login {
         snapshot,
         startup,
         user,
         database,
         proof,
+        auth,
         permit,
     }))
+}
+
+/// The method a login went by: what it was offered, or SCRAM when an md5
+/// login ran SCRAM (a SCRAM secret cannot check an md5 answer).
+fn auth_kind(exchange: Exchange, proof: &Proof) -> AuthKind {
+    match (exchange, proof) {
+        (_, Proof::Scram(_)) => AuthKind::Scram,
+        (Exchange::Trust, _) => AuthKind::Trust,
+        (Exchange::Peer, _) => AuthKind::Peer,
+        (Exchange::Md5, _) => AuthKind::Md5,
+        (Exchange::Password, _) => AuthKind::Password,
+        (Exchange::ScramSha256, _) => AuthKind::Scram,
+    }
 }
 
 /// Finds the pool, waits for a backend, applies the client's parameters and
@@ -107,6 +124,7 @@ pub(super) async fn attach(
         user,
         database,
         proof,
+        auth,
         permit,
     } = login;
     // The whole login reply (SASL final, AuthenticationOk, parameters, key,
@@ -232,7 +250,7 @@ pub(super) async fn attach(
         .as_mut()
         .is_none_or(|l| l.backend().clients_served() > 1);
     pooler.stats.client_login(
-        Class::client(ctx.transport, stream.is_tls()),
+        Class::client(ctx.transport, stream.is_tls(), Some(auth)),
         &timings.report(),
         reused,
     );
@@ -256,6 +274,7 @@ pub(super) async fn attach(
         user,
         database,
         transport: ctx.transport,
+        auth,
         client_id: ctx.id,
     })
 }

@@ -175,7 +175,7 @@ async fn run(
         Err(e) => {
             // A refused login counts; a client that vanished or a probe does not.
             if e.to_pg_error().is_some() {
-                let class = Class::client(ctx.transport, stream.is_tls());
+                let class = Class::client(ctx.transport, stream.is_tls(), None);
                 pooler.stats.client_failed(class);
             }
             return Err(e);

@@ -16,7 +16,7 @@ use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
 use crate::protocol::{FrameBuf, PgError};
 use crate::registry::{CancelKey, ClientEntry, ClientState};
-use crate::stats::Class;
+use crate::stats::{AuthKind, Class};
 use crate::stream::Stream;
 
 /// A logged-in client holding its backend (session pooling).
@@ -36,6 +36,8 @@ pub(super) struct Session {
     pub(super) user: String,
     pub(super) database: String,
     pub(super) transport: Transport,
+    /// How the client authenticated (its statistics class).
+    pub(super) auth: AuthKind,
     /// The connection id (whose statements a backend holds).
     pub(super) client_id: u64,
 }
@@ -67,7 +69,7 @@ impl Session {
     ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
         let stop = Stop::new(pooler.terminate_token(), lease.pool(), &self.entry);
-        let client_class = Class::client(self.transport, stream.is_tls());
+        let client_class = Class::client(self.transport, stream.is_tls(), Some(self.auth));
         let classes = [client_class, lease.backend().class()];
         let mut meter = Meter::new(&pooler.stats, classes, &self.database);
         meter.assigned(lease.waited());

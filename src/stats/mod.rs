@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-pub use class::{Class, Side};
+pub use class::{AuthKind, Class, Side};
 
 /// How often a long session hands its transfer counters over.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -320,8 +320,8 @@ mod tests {
     #[test]
     fn merges_by_class_and_splits_bulk_from_chatty() {
         let s = Stats::new();
-        let unix = Class::client(Transport::Unix, false);
-        let tls = Class::client(Transport::LoopbackTcp, true);
+        let unix = Class::client(Transport::Unix, false, Some(AuthKind::Peer));
+        let tls = Class::client(Transport::LoopbackTcp, true, Some(AuthKind::Scram));
         let mut login = ClientLogin::default();
         login.phases_us[1] = 700;
         s.client_login(tls, &login, true);
@@ -345,7 +345,7 @@ mod tests {
     #[test]
     fn a_session_merges_into_its_classes_and_its_database() {
         let s = Stats::new();
-        let unix = Class::client(Transport::Unix, false);
+        let unix = Class::client(Transport::Unix, false, Some(AuthKind::Peer));
         let server = Class::backend(Transport::Unix, false);
         let mut t = SessionTransfer::default();
         t.exchange(10, Duration::from_micros(40));

@@ -18,7 +18,9 @@ use crate::admin::show::{clients_by_pool, stats_by_database};
 use crate::pool::ServerState;
 use crate::pooler::Pooler;
 use crate::registry::ClientState;
-use crate::stats::{Class, ClassStats, SessionTransfer, Side, BACKEND_PHASES, CLIENT_PHASES};
+use crate::stats::{
+    AuthKind, Class, ClassStats, SessionTransfer, Side, BACKEND_PHASES, CLIENT_PHASES,
+};
 
 /// Bucket bounds of the phase histograms, µs: 10 µs .. 10 s.
 pub(super) const PHASE_BOUNDS_US: [u64; 19] = [
@@ -231,11 +233,11 @@ impl Snapshot {
             series(|s| s.failed),
         )?;
         let per_phase = self.side(side).flat_map(|(c, s)| {
-            let [t, tls] = class_labels(c);
+            let [t, tls, auth] = class_labels(c);
             phases
                 .iter()
                 .zip(&s.phases)
-                .map(move |(p, h)| ([t, tls, ("phase", *p)], h))
+                .map(move |(p, h)| ([t, tls, auth, ("phase", *p)], h))
         });
         histograms(
             d,
@@ -250,8 +252,8 @@ impl Snapshot {
     fn encode_transfer(&self, d: &mut DescriptorEncoder) -> fmt::Result {
         let all = || self.classes.iter().map(|(c, s)| (c, &s.transfer));
         let with = |c: &Class, key: &'static str, value: &'static str| {
-            let [t, tls] = class_labels(c);
-            [("side", side_str(c.side)), t, tls, (key, value)]
+            let [t, tls, auth] = class_labels(c);
+            [("side", side_str(c.side)), t, tls, auth, (key, value)]
         };
         counters(
             d,
@@ -347,10 +349,13 @@ type Label = (&'static str, &'static str);
 
 const NO_LABELS: [Label; 0] = [];
 
-fn class_labels(c: &Class) -> [Label; 2] {
+/// A class's labels; `auth` is empty (the same as absent to Prometheus)
+/// on backends and on logins that failed before a method was settled.
+fn class_labels(c: &Class) -> [Label; 3] {
     [
         ("transport", c.transport.as_str()),
         ("tls", if c.tls { "true" } else { "false" }),
+        ("auth", c.auth.map_or("", AuthKind::as_str)),
     ]
 }
 

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::listener::Transport;
-use crate::stats::{BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
+use crate::stats::{AuthKind, BackendConnect, ClientLogin, SessionTransfer, Stats, BULK_BYTES};
 use prometheus_parse::{Sample, Scrape, Value};
 use std::time::Duration;
 
@@ -10,8 +10,8 @@ use std::time::Duration;
 /// loopback login, failures on both sides, 2 backend connects, traffic.
 fn snapshot() -> Snapshot {
     let stats = Stats::new();
-    let unix = Class::client(Transport::Unix, false);
-    let tls = Class::client(Transport::LoopbackTcp, true);
+    let unix = Class::client(Transport::Unix, false, Some(AuthKind::Peer));
+    let tls = Class::client(Transport::LoopbackTcp, true, Some(AuthKind::Scram));
     let server = Class::backend(Transport::Unix, false);
     let plain = ClientLogin {
         phases_us: [30, 0, 120, 2_000, 80, 2_300],
@@ -115,8 +115,12 @@ fn value(scrape: &Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
     }
 }
 
-fn class(transport: &'static str, tls: &'static str) -> Vec<(&'static str, &'static str)> {
-    vec![("transport", transport), ("tls", tls)]
+fn class(
+    transport: &'static str,
+    tls: &'static str,
+    auth: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    vec![("transport", transport), ("tls", tls), ("auth", auth)]
 }
 
 #[test]
@@ -138,13 +142,14 @@ fn every_documented_family_is_exposed_and_nothing_else() {
 #[test]
 fn counters_and_gauges_carry_the_workload() {
     let s = parse(&encode(snapshot()));
-    let unix = class("unix", "false");
-    let tls = class("tcp-loopback", "true");
+    let unix = class("unix", "false", "peer");
+    let server = class("unix", "false", "");
+    let tls = class("tcp-loopback", "true", "scram-sha-256");
     assert_eq!(value(&s, "pgharbor_client_logins_total", &unix), 3.0);
     assert_eq!(value(&s, "pgharbor_client_logins_total", &tls), 1.0);
     assert_eq!(value(&s, "pgharbor_client_login_failures_total", &tls), 1.0);
-    assert_eq!(value(&s, "pgharbor_server_connects_total", &unix), 2.0);
-    let remote = class("tcp", "true");
+    assert_eq!(value(&s, "pgharbor_server_connects_total", &server), 2.0);
+    let remote = class("tcp", "true", "");
     assert_eq!(
         value(&s, "pgharbor_server_connect_failures_total", &remote),
         1.0
@@ -157,8 +162,8 @@ fn counters_and_gauges_carry_the_workload() {
     let saved = value(&s, "pgharbor_backend_handshake_time_saved_seconds", &[]);
     assert!((saved - 0.004).abs() < 0.0001, "{saved}");
 
-    for side in ["client", "server"] {
-        let l = |k, v| [("side", side), unix[0], unix[1], (k, v)];
+    for (side, c) in [("client", &unix), ("server", &server)] {
+        let l = |k, v| [("side", side), c[0], c[1], c[2], (k, v)];
         let bulk = 3.0 * BULK_BYTES as f64;
         assert_eq!(
             value(&s, "pgharbor_transfer_bytes_total", &l("direction", "in")),
@@ -261,6 +266,7 @@ fn histograms_are_cumulative_and_end_at_their_count() {
         &[
             ("transport", "tcp-loopback"),
             ("tls", "true"),
+            ("auth", "scram-sha-256"),
             ("phase", "tls_handshake"),
         ],
     );
@@ -269,7 +275,12 @@ fn histograms_are_cumulative_and_end_at_their_count() {
     };
     let at = |le: f64| b.iter().find(|h| h.less_than == le).unwrap().count;
     assert_eq!((at(0.0005), at(0.001)), (0.0, 1.0));
-    let plain = [("transport", "unix"), ("tls", "false"), ("phase", "auth")];
+    let plain = [
+        ("transport", "unix"),
+        ("tls", "false"),
+        ("auth", "peer"),
+        ("phase", "auth"),
+    ];
     let sum = value(&s, "pgharbor_client_login_phase_seconds_sum", &plain);
     assert!((sum - 3.0 * 120e-6).abs() < 1e-9, "{sum}");
 }

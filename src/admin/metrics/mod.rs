@@ -11,19 +11,23 @@
 //! client registries), so the hot path pays nothing for the endpoint being
 //! on. prometheus-client does the encoding, hyper the HTTP.
 //!
+//! `auth` is the client's authentication method (`trust`, `peer`,
+//! `password`, `md5`, `scram-sha-256`, `scram-sha-256-plus`, `cert`), empty
+//! on server series and on logins that failed before a method was settled.
+//!
 //! | metric | type | labels | meaning |
 //! | --- | --- | --- | --- |
-//! | `pgharbor_client_logins_total` | counter | transport, tls | client logins that reached a session |
-//! | `pgharbor_client_login_failures_total` | counter | transport, tls | clients that did not get as far as a session |
-//! | `pgharbor_client_login_phase_seconds` | histogram | transport, tls, phase | client establishment phases: first_packet, tls_handshake, auth, backend_wait, first_ready, total |
+//! | `pgharbor_client_logins_total` | counter | transport, tls, auth | client logins that reached a session |
+//! | `pgharbor_client_login_failures_total` | counter | transport, tls, auth | clients that did not get as far as a session |
+//! | `pgharbor_client_login_phase_seconds` | histogram | transport, tls, auth, phase | client establishment phases: first_packet, tls_handshake, auth, backend_wait, first_ready, total |
 //! | `pgharbor_server_connects_total` | counter | transport, tls | backend connections opened |
 //! | `pgharbor_server_connect_failures_total` | counter | transport, tls | backend connections that failed to open |
 //! | `pgharbor_server_connect_phase_seconds` | histogram | transport, tls, phase | backend establishment phases: connect, tls_handshake, auth, first_ready, total |
 //! | `pgharbor_server_logins_served` | histogram | transport, tls | client logins a backend served before it was closed |
-//! | `pgharbor_transfer_bytes_total` | counter | side, transport, tls, direction | bytes relayed; direction `in` = client → server, `out` = server → client |
-//! | `pgharbor_transfer_exchanges_total` | counter | side, transport, tls, kind | request/response exchanges (a request up to its ReadyForQuery); kind `bulk` = a response of at least 1 MiB, else `chatty` |
-//! | `pgharbor_transfer_bytes_by_kind_total` | counter | side, transport, tls, kind | response bytes of those exchanges |
-//! | `pgharbor_transfer_busy_seconds_total` | counter | side, transport, tls, kind | time those exchanges had data in flight (throughput = bytes_by_kind / busy_seconds) |
+//! | `pgharbor_transfer_bytes_total` | counter | side, transport, tls, auth, direction | bytes relayed; direction `in` = client → server, `out` = server → client |
+//! | `pgharbor_transfer_exchanges_total` | counter | side, transport, tls, auth, kind | request/response exchanges (a request up to its ReadyForQuery); kind `bulk` = a response of at least 1 MiB, else `chatty` |
+//! | `pgharbor_transfer_bytes_by_kind_total` | counter | side, transport, tls, auth, kind | response bytes of those exchanges |
+//! | `pgharbor_transfer_busy_seconds_total` | counter | side, transport, tls, auth, kind | time those exchanges had data in flight (throughput = bytes_by_kind / busy_seconds) |
 //! | `pgharbor_client_logins_all_total` | counter | | client logins in all |
 //! | `pgharbor_backend_handshakes_avoided_total` | counter | | client logins served by a backend an earlier client had used |
 //! | `pgharbor_backend_handshake_time_saved_seconds` | gauge | | handshakes avoided × mean backend `total` phase (an estimate: it can dip when the mean does, so it is a gauge) |

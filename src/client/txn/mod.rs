@@ -53,6 +53,7 @@ pub(super) async fn serve(
         user,
         database,
         transport,
+        auth,
         client_id,
     } = session;
     let pool = match &lease {
@@ -84,7 +85,7 @@ pub(super) async fn serve(
     // cancellation future (a waiter registration) per transaction.
     let stop = watch.stopped();
     tokio::pin!(stop);
-    let client_class = Class::client(transport, stream.is_tls());
+    let client_class = Class::client(transport, stream.is_tls(), Some(auth));
     let mut meter: Option<Meter<'_>> = None;
     let mut scan = Scanner::new();
     let mut pin: Option<Pin> = None;
