@@ -19,7 +19,7 @@ use crate::auth::{new_mock_seed, AuthFile};
 use crate::config::Config;
 use crate::pool::{NoPool, Pool, PoolRegistry};
 use crate::protocol::BufStash;
-use crate::registry::{CancelRegistry, ClientRegistry, StatementRegistry};
+use crate::registry::{CancelRegistry, ClientRegistry, SecretCache, StatementRegistry};
 use crate::stats::Stats;
 use crate::tls::{build_acceptor, Acceptor, TlsError};
 
@@ -113,6 +113,8 @@ pub struct Pooler {
     disabled: Mutex<BTreeSet<String>>,
     /// Admin console sessions open now (SHOW LISTS counts them as clients).
     pub console_sessions: AtomicUsize,
+    /// What `auth.query` found, and the bound on lookups at once.
+    pub secrets: SecretCache,
 }
 
 /// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
@@ -147,6 +149,7 @@ impl Pooler {
         let snapshot = Snapshot::load(config).await?;
         let stats = Arc::new(Stats::new());
         let terminate = CancellationToken::new();
+        let secrets = SecretCache::new(snapshot.config.auth.lookup.concurrency);
         let pooler = Arc::new(Pooler {
             client_slots: Arc::new(Semaphore::new(snapshot.config.pool.max_client_conn)),
             client_slots_total: snapshot.config.pool.max_client_conn,
@@ -161,6 +164,7 @@ impl Pooler {
             terminate,
             tasks: TaskTracker::new(),
             statements: Default::default(),
+            secrets,
             buffers: Arc::default(),
             disabled: Mutex::default(),
             console_sessions: AtomicUsize::new(0),
@@ -213,6 +217,8 @@ impl Pooler {
         self.pools
             .refresh_credentials(&next.config, old_auth, new_auth);
         self.pools.retune(&old.config, &next.config);
+        // The query, its database or its user may have changed.
+        self.secrets.clear();
         for key in crate::config::keys::restart_changes(&old.config, &next.config) {
             tracing::warn!("{key} changed: takes effect after a restart");
         }

@@ -19,6 +19,8 @@ pub enum PoolerStatement {
     Settings,
     /// pgharbor's own Parse or Close of a prepared statement.
     Prepared,
+    /// `auth.query`, looking a user's secret up.
+    Lookup,
 }
 
 impl fmt::Display for PoolerStatement {
@@ -29,6 +31,7 @@ impl fmt::Display for PoolerStatement {
             PoolerStatement::Rollback => "ROLLBACK",
             PoolerStatement::Settings => "the SET of the client's parameters",
             PoolerStatement::Prepared => "pgharbor's own statements (SET, Parse, Close)",
+            PoolerStatement::Lookup => "auth.query",
         })
     }
 }

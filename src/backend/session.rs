@@ -52,7 +52,7 @@ impl Link {
     }
 
     /// Writes whatever the pooler queued.
-    async fn write_queued(&mut self) -> Result<(), BackendError> {
+    pub(super) async fn write_queued(&mut self) -> Result<(), BackendError> {
         if self.queued.is_empty() {
             return Ok(());
         }
@@ -100,14 +100,24 @@ impl Link {
     /// FROM STDIN that starts meanwhile cannot be fed, so it ends the drain
     /// with an error.
     pub async fn drain(&mut self) -> Result<(), BackendError> {
+        self.drain_keeping(None).await
+    }
+
+    /// [`Link::drain`], keeping the DataRow bodies in `rows` when given (the
+    /// pooler's own query reads its answer).
+    pub(super) async fn drain_keeping(
+        &mut self,
+        mut rows: Option<&mut Vec<Vec<u8>>>,
+    ) -> Result<(), BackendError> {
         self.write_queued().await?;
         let mut fixes = Vec::new();
         let mut sink = Vec::new();
+        let keep = rows.is_some();
         let inspect = |t| {
             matches!(
                 t,
                 be::READY_FOR_QUERY | be::PARAMETER_STATUS | be::ERROR_RESPONSE
-            )
+            ) || (keep && t == be::DATA_ROW)
         };
         while !self.ledger.owed().is_empty() || self.has_unread() {
             let mut pos = 0;
@@ -131,6 +141,15 @@ impl Link {
                 let d = self.ledger.on_message(tag, body, &mut fixes);
                 fixes.clear();
                 d.map_err(BackendError::Protocol)?;
+                if let (Some(rows), be::DATA_ROW) = (rows.as_deref_mut(), tag) {
+                    // Only rows the inspection cap let through whole.
+                    let body = body.ok_or_else(|| {
+                        BackendError::Protocol(
+                            "a row of the pooler's own query is too large".into(),
+                        )
+                    })?;
+                    rows.push(body.to_vec());
+                }
                 if tag == be::COPY_IN_RESPONSE {
                     self.ledger
                         .break_with("a COPY FROM STDIN started after its client left");

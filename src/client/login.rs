@@ -8,6 +8,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::authenticate::{self, Exchange, Proof};
+use super::lookup;
 use super::negotiate::{self, Opening};
 use super::session::Session;
 use super::{params, ClientError, ConnContext, LoginTimings};
@@ -18,6 +19,7 @@ use crate::pooler::{Pooler, Snapshot};
 use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
+use crate::registry::secrets::Found;
 use crate::registry::{ClientEntry, ClientInfo, ClientState};
 use crate::stats::{AuthKind, Class};
 use crate::stream::Stream;
@@ -33,6 +35,8 @@ pub(super) struct Login {
     pub(super) proof: Proof,
     /// The method the login went by, for the statistics.
     pub(super) auth: AuthKind,
+    /// The secret `auth.query` found, for a user the auth file lacks.
+    pub(super) looked_up: Found,
     pub(super) permit: OwnedSemaphorePermit,
 }
 
@@ -74,15 +78,15 @@ pub(super) async fn handshake(
     tracing::Span::current().record("user", user.as_str());
     let auth_started = Instant::now();
     let exchange = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
-    let proof = authenticate::authenticate(
-        stream,
-        buf,
-        exchange,
-        &user,
-        snapshot.secret(&user),
-        pooler.mock_seed(),
-    )
-    .await?;
+    let needs_secret = !matches!(exchange, Exchange::Trust | Exchange::Peer);
+    let looked_up = match snapshot.secret(&user) {
+        None if needs_secret => lookup::secret(pooler, &snapshot, &user, &database).await?,
+        _ => None,
+    };
+    let secret = snapshot.secret(&user).or(looked_up.as_deref());
+    let proof =
+        authenticate::authenticate(stream, buf, exchange, &user, secret, pooler.mock_seed())
+            .await?;
     timings.auth = auth_started.elapsed();
     let auth = auth_kind(exchange, &proof);
     Ok(Some(Login {
@@ -92,6 +96,7 @@ pub(super) async fn handshake(
         database,
         proof,
         auth,
+        looked_up,
         permit,
     }))
 }
@@ -125,6 +130,7 @@ pub(super) async fn attach(
         database,
         proof,
         auth,
+        looked_up,
         permit,
     } = login;
     // The whole login reply (SASL final, AuthenticationOk, parameters, key,
@@ -162,8 +168,12 @@ pub(super) async fn attach(
             return Err(e.into());
         }
     };
+    let secret = snapshot.secret(&user).or(looked_up.as_deref());
     if let Proof::Scram(success) = &proof {
-        pool.lend_client_keys(&user, snapshot.secret(&user), success);
+        pool.lend_client_keys(&user, secret, success);
+    }
+    if let Some(found) = &looked_up {
+        pool.lend_looked_up(&user, found);
     }
     let wanted = params::requested(&startup)?;
     let config = &snapshot.config;

@@ -5,6 +5,7 @@ mod authenticate;
 mod error;
 mod hba;
 mod login;
+mod lookup;
 mod negotiate;
 mod params;
 pub(crate) mod relay;

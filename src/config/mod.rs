@@ -250,6 +250,25 @@ pub struct AuthConfig {
     pub hba_file: Option<PathBuf>,
     /// pg_ident.conf-format maps for the hba rules' `map=`.
     pub ident_file: Option<PathBuf>,
+    /// Looking up users missing from the auth file in PostgreSQL.
+    pub lookup: LookupConfig,
+}
+
+/// `auth.user`, `auth.query` and their bounds: PgBouncer's auth_query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LookupConfig {
+    /// The role whose backends run the query; `None`: no lookups.
+    pub user: Option<String>,
+    /// Returns (name, secret) for `$1`; no row: no such user.
+    pub query: String,
+    /// The `[databases]` entry to run it in; `None`: the client's.
+    pub dbname: Option<String>,
+    /// How long an answer is reused.
+    pub cache_ttl: Duration,
+    /// Longest a login waits for its lookup.
+    pub timeout: Duration,
+    /// Lookups running at once.
+    pub concurrency: usize,
 }
 
 /// Client authentication methods.

@@ -73,6 +73,12 @@ pub(super) struct RawAuth {
     pub auth_file: Option<String>,
     pub hba_file: Option<String>,
     pub ident_file: Option<String>,
+    pub user: Option<String>,
+    pub query: Option<String>,
+    pub dbname: Option<String>,
+    pub query_cache_ttl: Option<String>,
+    pub query_timeout: Option<String>,
+    pub query_concurrency: Option<i64>,
 }
 
 /// `[pool]`

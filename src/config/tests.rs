@@ -317,10 +317,13 @@ fn auth_errors_name_their_key() {
     let got = err("");
     assert_eq!(
         got,
-        "auth.auth_file: required when auth.method is \"scram-sha-256\""
+        "auth.auth_file: required when auth.method is \"scram-sha-256\" (or set auth.user to look users up)"
     );
     let got = err("[auth]\nmethod = \"md5\"\nauth_file = \"\"\n");
-    assert_eq!(got, "auth.auth_file: required when auth.method is \"md5\"");
+    assert_eq!(
+        got,
+        "auth.auth_file: required when auth.method is \"md5\" (or set auth.user to look users up)"
+    );
 }
 
 #[test]

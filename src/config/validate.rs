@@ -15,7 +15,7 @@ use super::keys::{self, DefaultValue, Key, Section};
 use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, PoolMode, TlsConfig, TlsVersion, FALLBACK_DATABASE,
+    ListenConfig, LookupConfig, PoolMode, TlsConfig, TlsVersion, FALLBACK_DATABASE,
 };
 use crate::config::{is_admin_database, SslMode};
 
@@ -248,13 +248,35 @@ fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig
     let auth_file = raw.auth_file.filter(|s| !s.is_empty()).map(resolve);
     let hba_file = raw.hba_file.filter(|s| !s.is_empty()).map(resolve);
     let ident_file = raw.ident_file.filter(|s| !s.is_empty()).map(resolve);
+    let k = |name| keys::key(Section::Auth, name);
+    let lookup = LookupConfig {
+        user: raw.user.filter(|s| !s.is_empty()),
+        query: k("query")?.text(raw.query).unwrap_or_default(),
+        dbname: raw.dbname.filter(|s| !s.is_empty()),
+        cache_ttl: k("query_cache_ttl")?.duration(raw.query_cache_ttl)?,
+        timeout: k("query_timeout")?.duration(raw.query_timeout)?,
+        concurrency: k("query_concurrency")?.count(raw.query_concurrency)?,
+    };
+    if lookup.user.is_some() && !lookup.query.contains("$1") {
+        return Err(ConfigError::invalid(
+            "auth.query",
+            "must use $1 for the user name being looked up",
+        ));
+    }
     // With an hba file the rules choose the method per login; a password
     // rule without an auth file then refuses every password, as PostgreSQL
     // does for a role without one.
-    if auth_file.is_none() && hba_file.is_none() && method != AuthMethod::Trust {
+    if auth_file.is_none()
+        && hba_file.is_none()
+        && lookup.user.is_none()
+        && method != AuthMethod::Trust
+    {
         return Err(ConfigError::invalid(
             "auth.auth_file",
-            format!("required when auth.method is {:?}", method.as_str()),
+            format!(
+                "required when auth.method is {:?} (or set auth.user to look users up)",
+                method.as_str()
+            ),
         ));
     }
     Ok(AuthConfig {
@@ -262,6 +284,7 @@ fn auth(raw: RawAuth, resolve: &impl Fn(String) -> PathBuf) -> Result<AuthConfig
         auth_file,
         hba_file,
         ident_file,
+        lookup,
     })
 }
 

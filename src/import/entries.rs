@@ -189,7 +189,7 @@ fn pool_value(key: &str, value: &str) -> Result<Value, String> {
 fn connstr_reason(key: &str) -> &'static str {
     match key {
         "auth_user" | "auth_query" | "auth_dbname" => {
-            "auth_query lookups are not supported: list users in the auth file"
+            "per-database lookups are not supported: set [auth] user, query and dbname"
         }
         "connect_query" => "no query is run on new backends",
         "max_db_client_connections" => "only max_client_conn limits clients",

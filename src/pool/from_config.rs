@@ -182,6 +182,26 @@ impl Pool {
     }
 }
 
+impl Pool {
+    /// A secret `auth.query` found for `client_user`: an md5 hash logs
+    /// backends of this pool in as it is, when the configuration gave them
+    /// nothing better (a SCRAM secret needs a client's keys instead, see
+    /// [`Pool::lend_client_keys`]).
+    pub fn lend_looked_up(&self, client_user: &str, secret: &Secret) {
+        let Secret::Md5 { hash } = secret else {
+            return;
+        };
+        if self.key.user != client_user {
+            return;
+        }
+        if let Ok(mut c) = self.inner.manager().creds.write() {
+            if c.password.is_none() && c.md5_hash.as_deref() != Some(hash.as_str()) {
+                c.md5_hash = Some(hash.clone());
+            }
+        }
+    }
+}
+
 /// What the pooler can show PostgreSQL for `user`: the conninfo password,
 /// else the auth file's secret. A SCRAM-only secret needs a client's keys.
 fn credentials_for(

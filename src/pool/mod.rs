@@ -225,6 +225,20 @@ impl Pool {
         client: &ClientEntry,
         app_name: Option<&str>,
     ) -> Result<Lease, AcquireError> {
+        self.acquire_for(Some(client), app_name).await
+    }
+
+    /// A backend for the pooler's own work (an `auth.query` lookup): no
+    /// client waits for it in SHOW CLIENTS.
+    pub async fn acquire_own(self: &Arc<Self>) -> Result<Lease, AcquireError> {
+        self.acquire_for(None, None).await
+    }
+
+    async fn acquire_for(
+        self: &Arc<Self>,
+        client: Option<&ClientEntry>,
+        app_name: Option<&str>,
+    ) -> Result<Lease, AcquireError> {
         if let Ok(mut hint) = self.inner.manager().app_name_hint.lock() {
             if hint.as_deref() != app_name {
                 *hint = app_name.map(str::to_string);
@@ -254,7 +268,8 @@ impl Pool {
         let (mut obj, permit, waited) = match fast {
             Some((obj, permit)) => (obj, permit, Duration::ZERO),
             None => {
-                let wait = client.waiting();
+                let started = std::time::Instant::now();
+                let _wait = client.map(ClientEntry::waiting);
                 self.waiting.fetch_add(1, Ordering::Relaxed);
                 let got = tokio::time::timeout_at(deadline, self.checkout()).await;
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
@@ -262,7 +277,7 @@ impl Pool {
                     Err(_) => return Err(timed_out),
                     Ok(got) => {
                         let (obj, permit) = got?;
-                        (obj, permit, wait.elapsed())
+                        (obj, permit, started.elapsed())
                     }
                 }
             }
@@ -270,7 +285,8 @@ impl Pool {
         obj.clean = false;
         // A reload may have changed it since the backend opened.
         obj.backend.set_command_timeout(tuning.command_timeout);
-        obj.backend.lent_to(client.id());
+        // 0: the pooler itself (client ids start at 1).
+        obj.backend.lent_to(client.map_or(0, ClientEntry::id));
         Ok(Lease {
             obj: Some(obj),
             pool: self.clone(),

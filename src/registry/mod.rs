@@ -6,8 +6,10 @@
 
 pub mod cancel;
 pub mod clients;
+pub mod secrets;
 pub mod statements;
 
 pub use cancel::{CancelKey, CancelRegistry, CancelSlot};
 pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState, Waiting};
+pub use secrets::SecretCache;
 pub use statements::{Statement, StatementRegistry};
