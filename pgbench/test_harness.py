@@ -207,6 +207,12 @@ class PeerCell(unittest.TestCase):
         self.assertEqual(lines[1:], ["local all bench_peer peer", "local all all scram-sha-256",
                                      "host all all 127.0.0.1/32 scram-sha-256"])
 
+    def test_bouncer_userlist(self):
+        # PgBouncer must know the user; the secret is of a password nobody has
+        line = peer.bouncer_userlist_line()
+        self.assertRegex(line, r'^"bench_peer" "SCRAM-SHA-256\$16:[^"]+"\n$')
+        self.assertNotEqual(line, peer.bouncer_userlist_line())
+
     def test_pgharbor_config(self):
         text = harbor_config(fake_harness("unix,unix-peer,tcp"), "pgharbor", "ecdsa")
         self.assertIn('[auth]\nhba_file = "/t/pgharbor-hba.conf"\nauth_file = "/t/userlist.txt"\n', text)

@@ -13,10 +13,11 @@ gave them.
 """
 
 import pwd
+import secrets
 
 from . import system
-from .cli import PEER_USER
-from .util import die, say, warn
+from .cli import PEER_USER, SCRAM_ITERATIONS
+from .util import die, say, scram_secret, warn
 
 TRANSPORT = "unix-peer"
 PEER_LINE = f"local all {PEER_USER} peer\n"
@@ -44,6 +45,14 @@ def describe(method):
             f"(member of bench), peer authentication, no password: direct by pg_hba.conf's `{PEER_LINE.strip()}`, "
             f"pgharbor by its hba_file, PgBouncer by auth_type = hba (same line; everyone else {method}); both "
             "poolers log in to PostgreSQL as bench (user= in their database entry), so every cell shares one pool")
+
+
+def bouncer_userlist_line():
+    """PgBouncer looks a login's user up in auth_file before its hba rule
+    (peer included) is read, so PEER_USER needs a line there. Its secret is
+    that of a random password nobody is given: a password login as PEER_USER
+    (over TCP, say) can never succeed."""
+    return f'"{PEER_USER}" "{scram_secret(secrets.token_hex(16), SCRAM_ITERATIONS)}"\n'
 
 
 def as_peer(cmd):

@@ -208,7 +208,7 @@ def start_bouncer_target(h):
         write_pooler_hba(h, f"{b.sock}/pgbouncer-hba.conf")
     write_bouncer_config(h, h.cur_cert)
     with open(f"{b.sock}/userlist.txt", "w") as f:
-        f.write(userlist_line(h))
+        f.write(userlist_line(h) + (peer.bouncer_userlist_line() if s.peer else ""))
     os.chmod(f"{b.sock}/userlist.txt", 0o600)
     system.give_to_db(b.sock)
     p = subprocess.run([h.bouncer_bin, "--version"], capture_output=True, text=True)
