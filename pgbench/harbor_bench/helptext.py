@@ -49,7 +49,9 @@ Transports:
               member of bench), no password. PostgreSQL: pg_hba.conf line
               `local all bench_peer peer` first; pgharbor: auth.hba_file,
               PgBouncer: auth_type = hba, each with that line first and the
-              SCRAM lines for everyone else (the other cells' logins). Both
+              SCRAM lines for everyone else (the other cells' logins);
+              PgBouncer's auth_file also lists bench_peer (it looks users up
+              there first), secret of a random password nobody has. Both
               poolers log in to PostgreSQL as bench (user= and password= in
               their database entry), so all cells share one pool. Summary
               column "Unix socket + peer". Not with --pg (its pg_hba.conf is
