@@ -13,7 +13,7 @@ from contextlib import redirect_stdout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
 import idle  # noqa: E402
-from test_harness import Order, Parsers, ProcFs, Schema  # noqa: E402,F401  (run with these tests)
+from test_harness import Order, Parsers, PeerCell, ProcFs, Schema  # noqa: E402,F401  (run with these tests)
 
 FIELDS = ("round,workload,transport,target,command,started,load1_before,ncpu,other_cpus,flags,"
           "status,rc,tps,tx,failed_tx,latency_ms,conn_ms,wall_s,pooler_cpu_s,pooler_us_per_tx,"
@@ -606,7 +606,7 @@ class RunArguments(unittest.TestCase):
         self.assertEqual((c["profile"], c["rounds"], c["time"], c["warmup"], c["scale"]),
                          ("default", "3", "4", "2", "10"))
         self.assertEqual(c["workloads"], "connect,connect8,establish,persistent,persistent64,tpcb,bulk,bulkselect")
-        self.assertEqual(c["transports"], "unix,tcp,tcp-tls-ecdsa")
+        self.assertEqual(c["transports"], "unix,unix-peer,tcp,tcp-tls-ecdsa")
         self.assertEqual((c["pool_mode"], c["pool_size"], c["idle_clients"], c["skip"]), ("session", "70", "0", ""))
         self.assertEqual((c["pg"], c["pooler"], c["install"], c["plot"]), ("throwaway", "none", "1", "1"))
 
@@ -669,6 +669,8 @@ class RunArguments(unittest.TestCase):
     def test_pg(self):
         c = self.config("--pg", "host=/tmp port=5433 user=u dbname=d password=hunter2")
         self.assertEqual((c["pg"], c["pg_init"]), ("existing host=/tmp port=5433 user=u dbname=d", "0"))
+        self.assertEqual(c["transports"], "unix,tcp,tcp-tls-ecdsa")  # no unix-peer: not our pg_hba.conf
+        self.assertIn("needs the throwaway PostgreSQL", self.error("--pg", "host=/tmp", "--transports", "unix-peer"))
         self.assertEqual(self.config("--pg", "postgresql://u:pw@db.example:6000/app", "--init")["pg"],
                          "existing host=db.example port=6000 user=u dbname=app")
         self.assertEqual(self.config("--pg", "postgresql://u@h/a", "--init")["pg_init"], "1")

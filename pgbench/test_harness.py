@@ -9,7 +9,9 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harbor_bench import cli, parse, procfs, rounds  # noqa: E402
 from harbor_bench.model import CSV_HEADER, INTEGER, NUMERIC, RUN_FIELDS, Run, typed  # noqa: E402
-from harbor_bench.targets import SPECS, TARGET_TABLE, Target  # noqa: E402
+from harbor_bench.targets import SPECS, TARGET_TABLE, Target, bouncer_config, harbor_config  # noqa: E402
+from harbor_bench import peer  # noqa: E402
+from harbor_bench.util import Die  # noqa: E402
 
 PGBENCH_C = """pgbench (15.18 (Debian 15.18-0+deb12u1))
 transaction type: <builtin: select only>
@@ -165,6 +167,92 @@ class Order(unittest.TestCase):
         self.assertTrue(t.runs("tcp-tls-ecdsa", "bulk"))
         n = Target(SPECS["pgharbor-notls"], serves=["unix"])
         self.assertEqual((n.runs("unix", "connect"), n.runs("unix", "bulk"), n.runs("tcp")), (True, False, False))
+
+
+def fake_harness(transports):
+    """What the config writers read of the harness, for the targets of a throwaway cluster."""
+    from types import SimpleNamespace
+    s = cli.resolve(["--transports", transports])
+    h = SimpleNamespace(s=s, tmp="/t", ssl="/t/pg/ssl", auth_method="scram-sha-256", bench_db="bench",
+                        bench_user="bench", backend_kv="host=/t/pg/sock port=5 dbname=bench")
+    h.direct = Target(SPECS["direct"], user="bench", db="bench", pw="pw1")
+    h.targets = {"pgharbor": Target(SPECS["pgharbor"], sock="/t/harbor", port="6"),
+                 "pgbouncer": Target(SPECS["pgbouncer"], sock="/t/pgbouncer", port="7")}
+    return h
+
+
+class PeerCell(unittest.TestCase):
+    """The unix-peer cell: what each target is given, and how its clients run."""
+
+    def test_transports(self):
+        self.assertEqual(cli.resolve([]).transports, ["unix", "unix-peer", "tcp", "tcp-tls-ecdsa"])
+        self.assertEqual(cli.resolve(["--profile", "txpool"]).transports, ["unix", "tcp"])
+        s = cli.resolve(["--pg", "host=/tmp"])  # not our pg_hba.conf: dropped from the default list
+        self.assertEqual((s.transports, s.peer), (["unix", "tcp", "tcp-tls-ecdsa"], False))
+        with self.assertRaisesRegex(Die, "needs the throwaway PostgreSQL"):
+            cli.resolve(["--pg", "host=/tmp", "--transports", "unix,unix-peer"])
+
+    def test_postgres_hba(self):
+        self.assertEqual(peer.postgres_hba(True),
+                         "local all postgres trust\nlocal all bench_peer peer\nlocal all all scram-sha-256\n"
+                         "host all all 127.0.0.1/32 scram-sha-256\n")
+        self.assertEqual(peer.postgres_hba(False),
+                         "local all postgres trust\nlocal all all scram-sha-256\n"
+                         "host all all 127.0.0.1/32 scram-sha-256\n")
+        self.assertEqual(peer.role_sql(), "CREATE ROLE bench_peer LOGIN;\nGRANT bench TO bench_peer;\n")
+
+    def test_pooler_hba(self):
+        lines = peer.pooler_hba("scram-sha-256").splitlines()
+        self.assertTrue(lines[0].startswith("#"))
+        self.assertEqual(lines[1:], ["local all bench_peer peer", "local all all scram-sha-256",
+                                     "host all all 127.0.0.1/32 scram-sha-256"])
+
+    def test_bouncer_userlist(self):
+        # PgBouncer must know the user; the secret is of a password nobody has
+        line = peer.bouncer_userlist_line()
+        self.assertRegex(line, r'^"bench_peer" "SCRAM-SHA-256\$16:[^"]+"\n$')
+        self.assertNotEqual(line, peer.bouncer_userlist_line())
+
+    def test_pgharbor_config(self):
+        text = harbor_config(fake_harness("unix,unix-peer,tcp"), "pgharbor", "ecdsa")
+        self.assertIn('[auth]\nhba_file = "/t/pgharbor-hba.conf"\nauth_file = "/t/userlist.txt"\n', text)
+        self.assertNotIn("method =", text.split("[pool]")[0])
+        # bench's pool for every cell: the backend user is the conninfo's user=
+        self.assertIn('[databases."bench"]\nconninfo = "host=/t/pg/sock port=5 dbname=bench user=bench password=pw1"\n',
+                      text)
+        plain = harbor_config(fake_harness("unix,tcp"), "pgharbor", "ecdsa")
+        self.assertIn('[auth]\nmethod = "scram-sha-256"\nauth_file = "/t/userlist.txt"\n', plain)
+        self.assertIn('conninfo = "host=/t/pg/sock port=5 dbname=bench"\n', plain)
+
+    def test_pgbouncer_config(self):
+        text = bouncer_config(fake_harness("unix-peer"), "ecdsa")
+        self.assertTrue(text.startswith("[databases]\nbench = host=/t/pg/sock port=5 dbname=bench user=bench "
+                                        "password=pw1\n"))
+        self.assertIn("\nauth_type = hba\nauth_hba_file = /t/pgbouncer/pgbouncer-hba.conf\n"
+                      "auth_file = /t/pgbouncer/userlist.txt\n", text)
+        plain = bouncer_config(fake_harness("unix"), "ecdsa")
+        self.assertIn("\nauth_type = scram-sha-256\nauth_file = /t/pgbouncer/userlist.txt\n", plain)
+        self.assertNotIn("hba", plain)
+
+    def test_client(self):
+        t = Target(SPECS["pgbouncer"], sock="/t/b", host="127.0.0.1", port="7", user="bench", db="bench", pw="pw1",
+                   serves=["unix", "unix-peer", "tcp"])
+        self.assertEqual(t.conninfo("unix-peer"), "user=bench_peer dbname=bench host=/t/b port=7")
+        self.assertEqual(t.argv("unix-peer", ["pgbench", "-C"]), ["runuser", "-u", "bench_peer", "--", "pgbench", "-C"])
+        self.assertEqual(t.argv("unix", ["pgbench"]), ["pgbench"])
+        self.assertNotIn("PGPASSWORD", t.env("unix-peer", PGCONNECT_TIMEOUT="5"))
+        self.assertEqual(t.env("unix")["PGPASSWORD"], "pw1")
+        self.assertTrue(t.runs("unix-peer", "persistent"))
+        n = Target(SPECS["pgharbor-notls"], serves=["unix", "unix-peer"])
+        self.assertEqual((n.runs("unix-peer", "establish"), n.runs("unix-peer", "tpcb")), (True, False))
+
+    def test_plan(self):
+        s = cli.resolve(["--quick", "--workloads", "establish", "--transports", "unix-peer,unix,tcp"])
+        gs = [Target(SPECS[g], serves=["unix", "unix-peer", "tcp"] if g != "pgharbor-notls" else ["unix", "unix-peer"])
+              for g in ("direct", "pgharbor", "pgbouncer", "pgharbor-notls")]
+        cells = rounds.plan(s, gs, "ecdsa")
+        self.assertEqual([c[2] for c in cells], ["unix", "unix-peer", "tcp"])
+        self.assertEqual(cells[1][3], ["direct", "pgharbor", "pgbouncer", "pgharbor-notls"])
 
 
 if __name__ == "__main__":

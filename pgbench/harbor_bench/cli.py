@@ -18,7 +18,10 @@ from .parse import Endpoint, split_conninfo
 from .util import die
 
 FIXED_WORKLOADS = ("connect", "connect8", "establish", "bulk", "bulkselect")
-ALL_TRANSPORTS = ("unix", "tcp", "tcp-tls")
+ALL_TRANSPORTS = ("unix", "unix-peer", "tcp", "tcp-tls")
+# unix-peer: pgbench runs as this OS user, logging in as the role of the same
+# name with peer authentication (no password, no hash, no TLS on the socket).
+PEER_USER = "bench_peer"
 DEFAULT_WORKLOADS = "connect,connect8,establish,persistent,persistent64,tpcb,bulk,bulkselect"
 PERSISTENT_RE = re.compile(r"(persistent|tpcb)([1-9][0-9]*)?")
 SCRAM_ITERATIONS = 16  # every target pays the same (cheap) SCRAM key derivation
@@ -37,8 +40,8 @@ PROFILES = {
                    workloads="persistent64,tpcb64", transports="unix,tcp", pool_mode="transaction",
                    idle_clients=10000),
 }
-LAST_DEFAULTS = dict(workloads=DEFAULT_WORKLOADS, transports="unix,tcp,tcp-tls", pool_mode="session",
-                     idle_clients=0)
+LAST_DEFAULTS = dict(workloads=DEFAULT_WORKLOADS, transports="unix,unix-peer,tcp,tcp-tls",
+                     pool_mode="session", idle_clients=0)
 
 
 @dataclass
@@ -67,6 +70,7 @@ class Settings:
     pg_conninfo: str = ""
     pg_init: bool = False
     pooler: Optional[Endpoint] = None
+    peer_asked: bool = False  # unix-peer named in --transports (not only the default list)
     pooler_conninfo: str = ""
     pooler_pid: Optional[int] = None
     harbor_bin: str = ""     # --pgharbor-bin, absolute
@@ -85,6 +89,11 @@ class Settings:
     def transports(self):
         """The cells' transports: the plain ones, then TLS once per certificate."""
         return self.plain_transports + ([f"tcp-tls-{c}" for c in self.certs] if self.with_tls else [])
+
+    @property
+    def peer(self):
+        """Whether the unix-peer cell runs (so the targets get its role, OS user and hba lines)."""
+        return "unix-peer" in self.plain_transports
 
     @property
     def with_base(self):
@@ -279,6 +288,18 @@ def servers(s, a):
         die("--skip: every target skipped, nothing to run")
 
 
+def peer_cell(s):
+    """unix-peer needs the throwaway PostgreSQL: its pg_hba.conf gets the peer
+    line and its role, which a --pg server's owner has not given us. Asked
+    for, that is an error; in the default list, the cell is dropped."""
+    if not s.peer or not s.pg:
+        return
+    if s.peer_asked:
+        die("--transports unix-peer needs the throwaway PostgreSQL (its pg_hba.conf gets a peer line "
+            f"for role {PEER_USER}): not with --pg")
+    s.plain_transports.remove("unix-peer")
+
+
 def resolve(argv):
     """The Settings the command line asks for (prints --help and exits on -h)."""
     a, extra = parser().parse_known_args(join_values(argv))
@@ -293,6 +314,7 @@ def resolve(argv):
     choice(a, "pool_mode", ("session", "transaction", "statement"), "session, transaction or statement")
     skip = skip_targets(a.skip)
     profile = "quick" if a.quick and a.profile is None else a.profile or "default"
+    peer_asked = a.transports is not None and "unix-peer" in a.transports.split(",")
     for defaults in (PROFILES[profile], LAST_DEFAULTS):
         for k, v in defaults.items():
             if getattr(a, k) is None:
@@ -312,7 +334,9 @@ def resolve(argv):
     picked = pick_list("--transports", a.transports, ALL_TRANSPORTS)
     s.plain_transports = [t for t in picked if t != "tcp-tls"]
     s.with_tls = "tcp-tls" in picked
+    s.peer_asked = peer_asked
     servers(s, a)
+    peer_cell(s)
     size_limits(s)
     return s
 

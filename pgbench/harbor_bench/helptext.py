@@ -4,17 +4,18 @@
 HELP = """Usage: pgbench/run [options]
 
 Benchmarks PostgreSQL direct, pgharbor and PgBouncer (same pool mode, same
-pool size), interleaved, over the Unix socket, TCP (plain) and TCP + TLS.
+pool size), interleaved, over the Unix socket (SCRAM and peer logins), TCP
+(plain) and TCP + TLS.
 Installs missing Debian packages (postgresql, postgresql-client, pgbouncer,
 openssl, python3, gnuplot-nox), builds pgharbor with `cargo build --release`,
 starts a throwaway PostgreSQL, and cleans up everything it started on exit.
 
 Profiles (--profile NAME; options given explicitly override the profile's):
   default   the workloads below except tpcbN, 3 rounds of 4 s, every
-            transport, session pooling: about 18 minutes on 2 CPUs
+            transport, session pooling: about 24 minutes on 2 CPUs
   quick     the same cells, 1 round of 2 s, ECDSA only, no second pgharbor
             (--rounds 1 --time 2 --bulk-copies 2 --bulk-selects 2 --warmup 1
-            --skip notls): about 3.5 minutes. --quick = --profile quick
+            --skip notls): about 4.5 minutes. --quick = --profile quick
   txpool    issue 4's benchmark, transaction pooling: pgbench -S and the
             TPC-B-like script with 64 clients (-c 64 -j 2 -T 30: workloads
             persistent64 and tpcb64) over the Unix socket and TCP, both
@@ -42,14 +43,28 @@ Workloads (tps unless said otherwise):
 Transports:
   unix        the Unix socket (libpq never asks for TLS there; pgharbor has
               socketsslmode=disable, PgBouncer and PostgreSQL answer N)
+  unix-peer   the Unix socket with peer authentication: pgbench (and psql)
+              run as OS user bench_peer (created with useradd --system when
+              missing; needs root) through runuser, as role bench_peer (a
+              member of bench), no password. PostgreSQL: pg_hba.conf line
+              `local all bench_peer peer` first; pgharbor: auth.hba_file,
+              PgBouncer: auth_type = hba, each with that line first and the
+              SCRAM lines for everyone else (the other cells' logins);
+              PgBouncer's auth_file also lists bench_peer (it looks users up
+              there first), secret of a random password nobody has. Both
+              poolers log in to PostgreSQL as bench (user= and password= in
+              their database entry), so all cells share one pool. Summary
+              column "Unix socket + peer". Not with --pg (its pg_hba.conf is
+              not ours), nor without root: dropped from the default list then
   tcp         host=127.0.0.1 sslmode=disable
   tcp-tls     host=127.0.0.1 sslmode=require, once per certificate kind
               (cells tcp-tls-ecdsa, tcp-tls-rsa); all three targets serve the
               same certificate, switched by reload between the cells
 
-Targets: PostgreSQL direct, pgharbor, PgBouncer; and on the Unix socket only,
-"pgharbor-notls": a second pgharbor with no [tls] section, to show what
-configuring TLS costs socket clients (connect and establish workloads only).
+Targets: PostgreSQL direct, pgharbor, PgBouncer; and on the Unix socket only
+(unix, unix-peer), "pgharbor-notls": a second pgharbor with no [tls] section,
+to show what configuring TLS costs socket clients (connect and establish
+workloads only).
 With --baseline-bin PATH, "pgharbor-base": a second build of pgharbor (e.g.
 the one before a refactor) with exactly pgharbor's configuration (pool mode
 and size, [tls], auth) on its own port, socket directory, config and log, run
@@ -76,8 +91,8 @@ Options, what to run:
   --clients LIST       client counts of the persistent workloads: each of
                        persistent and tpcb that is selected runs once per count,
                        e.g. --clients 16,64 (default: as --workloads says)
-  --transports LIST    comma-separated subset of unix,tcp,tcp-tls (default all;
-                       txpool: unix,tcp)
+  --transports LIST    comma-separated subset of unix,unix-peer,tcp,tcp-tls
+                       (default all; txpool: unix,tcp)
   --skip LIST          targets not to run: direct, pgharbor, pgbouncer, notls
                        (the second pgharbor); PgBouncer is then not installed
   --skip-pgbouncer     --skip pgbouncer

@@ -105,7 +105,7 @@ class Harness:
         os.makedirs(f"{self.out}/logs", exist_ok=True)
         for f in ("pgharbor.log", "pgharbor-notls.log", "pgharbor-base.log", "pgbouncer.log", "pg/postgres.log",
                   "pgbench-init.log", "pgharbor.toml", "pgharbor-notls.toml", "pgharbor-base.toml",
-                  "pgbouncer/pgbouncer.ini"):
+                  "pgharbor-hba.conf", "pgbouncer/pgbouncer.ini", "pgbouncer/pgbouncer-hba.conf"):
             if os.path.isfile(f"{self.tmp}/{f}"):
                 shutil.copy(f"{self.tmp}/{f}", f"{self.out}/logs/")
 

@@ -20,7 +20,7 @@ SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgharbor-base": "pghar
          "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler"}
 BASE = "pgharbor-base"
 BASE_BAR = 0.98  # pgharbor / pgharbor-base: a refactor may cost at most noise
-TRANSPORTS = {"unix": "Unix socket", "tcp": "TCP plain",
+TRANSPORTS = {"unix": "Unix socket", "unix-peer": "Unix socket + peer", "tcp": "TCP plain",
               "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
 WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per transaction, 8 clients",
              "establish": "Establishment only (connect, authenticate, disconnect)",

@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 
-from . import procfs, system
+from . import peer, procfs, system
 from .cli import SCRAM_ITERATIONS
 from .parse import listener_pid, probe_vars, quote_value
 from .util import die, say, scram_secret, warn
@@ -34,9 +34,10 @@ def start_own(h):
                 f"fsync = off\nssl = on\nssl_cert_file = '{h.ssl}/{h.cur_cert}.crt'\n"
                 f"ssl_key_file = '{h.ssl}/{h.cur_cert}.key'\n")
     # Every target pays the same client authentication: SCRAM, except the
-    # superuser's own socket logins used to set things up.
+    # superuser's own socket logins used to set things up, and peer for the
+    # unix-peer cell's role.
     with open(f"{data}/pg_hba.conf", "w") as f:
-        f.write("local all postgres trust\nlocal all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n")
+        f.write(peer.postgres_hba(s.peer))
     say(f"starting PostgreSQL on 127.0.0.1:{h.pg_port} and {h.pg_sock}")
     p = system.run([f"{h.pg_bin}/pg_ctl", "-D", data, "-l", f"{pgdir}/postgres.log", "-w", "-t", "60", "-s",
                     "start"], db=True)
@@ -46,7 +47,7 @@ def start_own(h):
         h.pg_pid = int(f.readline())
     password = secrets.token_hex(12)
     h.psql_su(f"CREATE ROLE bench LOGIN;\nALTER ROLE bench PASSWORD '{scram_secret(password, SCRAM_ITERATIONS)}';\n"
-              "CREATE DATABASE bench OWNER bench;\n")
+              "CREATE DATABASE bench OWNER bench;\n" + (peer.role_sql() if s.peer else ""))
     # The poolers' auth files get the secret as PostgreSQL stores it.
     h.secret = h.psql_su("SELECT rolpassword FROM pg_authid WHERE rolname = 'bench'", at=True)
     if not h.secret.startswith(f"SCRAM-SHA-256${SCRAM_ITERATIONS}:"):
@@ -55,13 +56,15 @@ def start_own(h):
     h.bench_user = h.bench_db = "bench"
     d = h.direct
     d.sock, d.host, d.port, d.user, d.db, d.pw = h.pg_sock, "127.0.0.1", str(h.pg_port), "bench", "bench", password
-    d.serves = ["unix", "tcp", "tcp-tls"]
+    d.serves = ["unix"] + ([peer.TRANSPORT] if s.peer else []) + ["tcp", "tcp-tls"]
     # The poolers reach PostgreSQL over its socket.
     h.backend_kv = f"host={h.pg_sock} port={h.pg_port} dbname=bench"
     h.auth_method = "scram-sha-256"
     h.auth_desc = (f"every target: SCRAM-SHA-256 client login of role bench, secret with {SCRAM_ITERATIONS} "
                    "iterations (pg_authid's secret copied into both poolers' auth files); poolers reach "
                    "PostgreSQL over its Unix socket, without TLS")
+    if s.peer:
+        h.auth_desc += "; " + peer.describe(h.auth_method)
 
 
 def tail(path, n):

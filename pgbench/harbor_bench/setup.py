@@ -9,10 +9,10 @@ import re
 import shutil
 import subprocess
 
-from . import procfs, system
+from . import peer, procfs, system
 from .postgres import find_listener, probe_server, probe_transports, tail
 from .targets import SPECS, start_bouncer, start_failure, start_harbor, stop, wait_ready, write_bouncer_config, \
-    write_harbor_config
+    write_harbor_config, write_pooler_hba
 from .util import die, free_port, say, warn
 
 
@@ -20,6 +20,7 @@ def install_missing(h):
     """PostgreSQL, its client, openssl, PgBouncer and gnuplot, when missing
     (a missing PgBouncer or gnuplot is skipped rather than fatal)."""
     s = h.s
+    peer.check_possible(s)
     inst = system.Installer(s.install)
     pkgs = []
     if h.own_pg and not system.find_pg_bindir():
@@ -49,6 +50,8 @@ def install_missing(h):
     if h.own_pg and not h.pg_bin:
         die("PostgreSQL server binaries (initdb, postgres, pg_ctl) not found")
     h.bouncer_bin = system.find_pgbouncer() if "pgbouncer" not in s.skip else None
+    if s.peer:
+        peer.ensure_os_user()
 
 
 def built_at(path):
@@ -92,7 +95,8 @@ def pre_estimate(s):
     ntg = npool + ("direct" not in s.skip)
     secs = 0
     for w in s.workloads:
-        runs = ntr * ntg + ("notls" not in s.skip and w in ("connect", "establish") and "unix" in s.plain_transports)
+        runs = ntr * ntg + ("notls" not in s.skip and w in ("connect", "establish")) * \
+            len({"unix", peer.TRANSPORT} & set(s.plain_transports))
         per = {"bulk": s.bulk_copies * s.scale // 20 + 5, "bulkselect": s.bulk_selects * s.scale // 20 + 5}
         secs += runs * per.get(w, s.time * 10 + 5)
     # idle clients: ~0.5 ms per plain login, ~2.5 ms per TLS login, 2 s to settle
@@ -131,9 +135,17 @@ def pool_target(h, name, port, serves, binary=""):
                         user=h.bench_user, db=h.bench_db, pw=h.direct.pw, serves=serves, binary=binary)
 
 
+def served(s, *transports):
+    """TRANSPORTS, with unix-peer after unix when that cell runs."""
+    out = list(transports)
+    if s.peer and "unix" in out:
+        out.insert(out.index("unix") + 1, peer.TRANSPORT)
+    return out
+
+
 def start_harbor_target(h, name, port, binary):
     """pgharbor or pgharbor-base: configured, started and ready, or failed with its reason."""
-    t = pool_target(h, name, port, ["unix", "tcp", "tcp-tls"], binary)
+    t = pool_target(h, name, port, served(h.s, "unix", "tcp", "tcp-tls"), binary)
     err = write_harbor_config(h, name, h.cur_cert)
     if err:
         what = "check refused the configuration" if name == "pgharbor" else "check refused pgharbor's configuration"
@@ -157,6 +169,8 @@ def start_pooler_targets(h):
     with open(f"{h.tmp}/userlist.txt", "w") as f:
         f.write(userlist_line(h))
     os.chmod(f"{h.tmp}/userlist.txt", 0o600)
+    if s.peer:
+        write_pooler_hba(h, f"{h.tmp}/pgharbor-hba.conf")
     if "pgharbor" not in s.skip:
         h.harbor_version = subprocess.run([h.harbor_bin, "--version"], capture_output=True, text=True).stdout.strip()
         say(f"pgharbor on 127.0.0.1:{h.harbor_port} and {h.tmp}/harbor ({s.pool_mode} pooling, TLS: "
@@ -171,7 +185,7 @@ def start_pooler_targets(h):
         start_harbor_target(h, "pgharbor-base", h.base_port, h.base_bin)
     if "pgbouncer" not in s.skip:
         start_bouncer_target(h)
-    if "notls" not in s.skip and "unix" in s.plain_transports:
+    if "notls" not in s.skip and {"unix", peer.TRANSPORT} & set(s.plain_transports):
         start_notls(h)
     if s.pooler:
         external_pooler(h)
@@ -189,10 +203,12 @@ def start_bouncer_target(h):
     s = h.s
     say(f"PgBouncer on 127.0.0.1:{h.bouncer_port} and {h.tmp}/pgbouncer ({s.pool_mode} pooling, TLS: "
         f"{h.cur_cert} certificate)")
-    b = pool_target(h, "pgbouncer", h.bouncer_port, ["unix", "tcp", "tcp-tls"])
+    b = pool_target(h, "pgbouncer", h.bouncer_port, served(s, "unix", "tcp", "tcp-tls"))
+    if s.peer:
+        write_pooler_hba(h, f"{b.sock}/pgbouncer-hba.conf")
     write_bouncer_config(h, h.cur_cert)
     with open(f"{b.sock}/userlist.txt", "w") as f:
-        f.write(userlist_line(h))
+        f.write(userlist_line(h) + (peer.bouncer_userlist_line() if s.peer else ""))
     os.chmod(f"{b.sock}/userlist.txt", 0o600)
     system.give_to_db(b.sock)
     p = subprocess.run([h.bouncer_bin, "--version"], capture_output=True, text=True)
@@ -207,7 +223,7 @@ def start_bouncer_target(h):
 
 def start_notls(h):
     say(f"second pgharbor without [tls] on {h.tmp}/harbor-notls only (the socket's no-TLS reference)")
-    t = pool_target(h, "pgharbor-notls", h.harbor_port, ["unix"], h.harbor_bin)
+    t = pool_target(h, "pgharbor-notls", h.harbor_port, served(h.s, "unix"), h.harbor_bin)
     t.host = ""
     err = write_harbor_config(h, "pgharbor-notls", "")
     if err:

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from . import procfs, system
+from . import peer, procfs, system
+from .cli import PEER_USER
 from .parse import first_match, quote_value, ssl_info, toml_quote
 from .util import die, say, warn
 
@@ -40,7 +41,7 @@ TARGET_TABLE = (
     Spec("pgharbor-base", "pgharbor", sock="harbor-base", mode=True),
     Spec("pgbouncer", "pgbouncer", sock="pgbouncer", mode=True),
     # A second pgharbor with no [tls]: what configuring TLS costs socket logins.
-    Spec("pgharbor-notls", "pgharbor", sock="harbor-notls", tls=False, transports=("unix",),
+    Spec("pgharbor-notls", "pgharbor", sock="harbor-notls", tls=False, transports=("unix", "unix-peer"),
          workloads=("connect", "establish"), mode=True),
     Spec("pooler", "external"),
 )
@@ -58,7 +59,7 @@ class Target:
     db: str = ""
     pw: str = ""
     extra: str = ""       # further key=value pairs (from --pg or --pooler)
-    serves: List[str] = field(default_factory=list)  # unix, tcp, tcp-tls
+    serves: List[str] = field(default_factory=list)  # unix, unix-peer, tcp, tcp-tls
     pid: Optional[int] = None
     proc: Optional[subprocess.Popen] = None
     binary: str = ""
@@ -69,16 +70,27 @@ class Target:
         return self.spec.name
 
     def conninfo(self, transport):
-        """The libpq connection string pgbench and psql use."""
+        """The libpq connection string pgbench and psql use (unix-peer: the socket, as PEER_USER)."""
+        user = PEER_USER if transport == peer.TRANSPORT else self.user
         base = (self.extra + " " if self.extra else "") + \
-            f"user={quote_value(self.user)} dbname={quote_value(self.db)}"
-        if transport == "unix":
+            f"user={quote_value(user)} dbname={quote_value(self.db)}"
+        if transport in ("unix", peer.TRANSPORT):
             return f"{base} host={quote_value(self.sock)} port={self.port}"
         mode = "disable" if transport == "tcp" else "require"
         return f"{base} host={quote_value(self.host)} port={self.port} sslmode={mode}"
 
-    def env(self, **extra):
-        return dict(os.environ, PGPASSWORD=self.pw, **extra)
+    def env(self, transport=None, **extra):
+        """The client's environment. unix-peer gets no password: a target that
+        asked for one would then fail the login instead of quietly measuring SCRAM."""
+        env = dict(os.environ, PGPASSWORD=self.pw, **extra)
+        if transport == peer.TRANSPORT:
+            del env["PGPASSWORD"]
+        return env
+
+    @staticmethod
+    def argv(transport, cmd):
+        """CMD as run over TRANSPORT: as OS user PEER_USER over unix-peer."""
+        return peer.as_peer(cmd) if transport == peer.TRANSPORT else cmd
 
     def runs(self, transport, workload=None):
         """Whether this target is measured over TRANSPORT (in WORKLOAD)."""
@@ -93,8 +105,8 @@ class Target:
 
 def psql_ok(target, transport, err_lines=None):
     """One SELECT 1 works; the reason when not."""
-    p = system.run(["psql", "-X", "-Atq", target.conninfo(transport), "-c", "SELECT 1"],
-                   env=target.env(PGCONNECT_TIMEOUT="5"))
+    p = system.run(target.argv(transport, ["psql", "-X", "-Atq", target.conninfo(transport), "-c", "SELECT 1"]),
+                   env=target.env(transport, PGCONNECT_TIMEOUT="5"))
     return p.returncode == 0, p.stderr.strip()
 
 
@@ -128,12 +140,34 @@ def harbor_config(h, name, cert):
                'sslmode = "prefer"            # TCP clients may use TLS\n'
                'socketsslmode = "disable"     # the Unix socket stays plain\n')
     auth_file = "" if h.auth_method == "trust" else f'auth_file = "{h.tmp}/userlist.txt"'
-    return (listen + tls + f'\n[auth]\nmethod = "{h.auth_method}"\n{auth_file}\n'
-            f'\n[pool]\nmode = "{h.s.pool_mode}"\ndefault_pool_size = {h.s.pool_size}\n'
+    if h.s.peer:
+        # The unix-peer cell: the rules (peer for its role, auth.method's for the rest) replace auth.method.
+        auth = f'[auth]\nhba_file = "{h.tmp}/pgharbor-hba.conf"\n{auth_file}\n'
+    else:
+        auth = f'[auth]\nmethod = "{h.auth_method}"\n{auth_file}\n'
+    return (listen + tls + '\n' + auth
+            + f'\n[pool]\nmode = "{h.s.pool_mode}"\ndefault_pool_size = {h.s.pool_size}\n'
             f'max_client_conn = {h.s.max_client_conn}\n'
-            f'\n[databases.{toml_quote(h.bench_db)}]\nconninfo = {toml_quote(h.backend_kv)}\n'
+            f'\n[databases.{toml_quote(h.bench_db)}]\nconninfo = {toml_quote(backend_conninfo(h))}\n'
             f'\n[admin]\nusers = [{toml_quote(h.bench_user)}]             '
             '# pgbench/run reads SHOW OVERHEAD at the end\n')
+
+
+def backend_conninfo(h):
+    """The poolers' way to PostgreSQL. With the unix-peer cell, user= and
+    password= of bench: its clients (role PEER_USER) then share bench's pool,
+    one pool per (database, backend user) in both poolers, and the backend
+    login does not depend on how the client logged in."""
+    if not h.s.peer:
+        return h.backend_kv
+    return f"{h.backend_kv} user={quote_value(h.bench_user)} password={quote_value(h.direct.pw)}"
+
+
+def write_pooler_hba(h, path):
+    """The pg_hba-format rules of a pooler in the unix-peer cell (readable by PgBouncer's OS user)."""
+    with open(path, "w") as f:
+        f.write(peer.pooler_hba(h.auth_method))
+    os.chmod(path, 0o644)
 
 
 def write_harbor_config(h, name, cert):
@@ -169,8 +203,11 @@ def bouncer_config(h, cert):
     """PgBouncer's ini. Connection logging off, as PostgreSQL's and pgharbor's
     are here: logging every login would be charged to PgBouncer's CPU per connection."""
     b = h.targets["pgbouncer"]
-    return (f"[databases]\n{h.bench_db} = {h.backend_kv}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n"
-            f"listen_port = {b.port}\nunix_socket_dir = {b.sock}\nauth_type = {h.auth_method}\n"
+    # The unix-peer cell: auth_type = hba, the rules giving peer to its role and auth_method to the rest.
+    auth = (f"auth_type = hba\nauth_hba_file = {b.sock}/pgbouncer-hba.conf\n" if h.s.peer
+            else f"auth_type = {h.auth_method}\n")
+    return (f"[databases]\n{h.bench_db} = {backend_conninfo(h)}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n"
+            f"listen_port = {b.port}\nunix_socket_dir = {b.sock}\n{auth}"
             f"auth_file = {b.sock}/userlist.txt\npool_mode = {h.s.pool_mode}\n"
             f"default_pool_size = {h.s.pool_size}\nmax_client_conn = {h.s.max_client_conn}\n"
             f"pidfile = {b.sock}/pgbouncer.pid\nlog_connections = 0\nlog_disconnections = 0\n"

@@ -134,8 +134,8 @@ def execute(h, w, target, transport, log_path):
         cmd = ["pgbench", *pgbench_args(h.s, w), target.conninfo(transport)]
     with open(log_path, "w") as log:
         c0 = time.monotonic()
-        rc = subprocess.run(cmd, env=target.env(), stdin=subprocess.DEVNULL, stdout=log,
-                            stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(target.argv(transport, cmd), env=target.env(transport), stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT).returncode
         c1 = time.monotonic()
     with open(log_path, errors="replace") as f:
         return rc, f.read(), c1 - c0
@@ -182,8 +182,9 @@ def warmup(h):
     from .util import say
     say(f"warm-up ({h.s.warmup}s per target, not recorded)")
     for t in h.live_targets():
-        p = subprocess.run(["pgbench", "-n", "-S", "-c", "4", "-T", str(h.s.warmup), t.conninfo(t.serves[0])],
-                           env=t.env(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        tr = t.serves[0]
+        p = subprocess.run(t.argv(tr, ["pgbench", "-n", "-S", "-c", "4", "-T", str(h.s.warmup), t.conninfo(tr)]),
+                           env=t.env(tr), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
         if p.returncode != 0:
             warn(f"warm-up against {t.name} failed")
