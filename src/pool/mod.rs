@@ -21,6 +21,7 @@
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
 
+mod checkout;
 mod from_config;
 mod janitor;
 mod lease;
@@ -36,15 +37,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use deadpool::managed::{self, Object, PoolError, Timeouts};
+use deadpool::managed;
 use deadpool::Runtime;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use checkout::AcquireError;
 pub use from_config::{pool_key, NoPool};
 pub use lease::Lease;
 pub use limits::LimitGroup;
-use limits::Prepaid;
 pub use manager::{BackendManager, OpenError, Pooled};
 pub use params::ParamCache;
 pub use registry::PoolRegistry;
@@ -53,8 +54,7 @@ pub use tuning::Tuning;
 
 use crate::auth::SaltedPasswordCache;
 use crate::auth::ScramCredential;
-use crate::backend::{BackendError, BackendIds, Credentials, HostRoute};
-use crate::registry::ClientEntry;
+use crate::backend::{BackendIds, Credentials, HostRoute};
 use crate::stats::Stats;
 
 /// Identifies one pool.
@@ -73,20 +73,6 @@ pub enum LentKeys {
     Keep,
     /// Forget them: the next SCRAM login lends keys for the new secret.
     Drop,
-}
-
-/// Why no backend could be had.
-#[derive(Debug, thiserror::Error)]
-pub enum AcquireError {
-    /// Every backend stayed busy for `query_wait_timeout`.
-    #[error("no server connection available within {0:?}")]
-    WaitTimeout(Duration),
-    /// Opening a new backend failed.
-    #[error("{0}")]
-    Backend(#[from] BackendError),
-    /// The pool is shutting down.
-    #[error("pool is closed")]
-    Closed,
 }
 
 /// One (database, user) pool.
@@ -214,171 +200,6 @@ impl Pool {
         if let Ok(mut c) = self.inner.manager().creds.write() {
             c.scram = Some(keys);
         }
-    }
-
-    /// Waits (first come, first served, and not while paused) for a clean
-    /// backend for `client`, at most `query_wait_timeout`. Only a client
-    /// that has to wait has its wait recorded (in its registry entry, for
-    /// SHOW CLIENTS and SHOW POOLS, and in the lease, for SHOW STATS).
-    pub async fn acquire(
-        self: &Arc<Self>,
-        client: &ClientEntry,
-        app_name: Option<&str>,
-    ) -> Result<Lease, AcquireError> {
-        self.acquire_for(Some(client), app_name).await
-    }
-
-    /// A backend for the pooler's own work (an `auth.query` lookup): no
-    /// client waits for it in SHOW CLIENTS.
-    pub async fn acquire_own(self: &Arc<Self>) -> Result<Lease, AcquireError> {
-        self.acquire_for(None, None).await
-    }
-
-    async fn acquire_for(
-        self: &Arc<Self>,
-        client: Option<&ClientEntry>,
-        app_name: Option<&str>,
-    ) -> Result<Lease, AcquireError> {
-        if let Ok(mut hint) = self.inner.manager().app_name_hint.lock() {
-            if hint.as_deref() != app_name {
-                *hint = app_name.map(str::to_string);
-            }
-        }
-        // One deadline for the whole checkout, fast path included: the
-        // checkout checks may talk to the server (server_check_query, or
-        // opening a backend when a check fails), and a server that stops
-        // answering must not keep a client past query_wait_timeout.
-        let tuning = self.tuning();
-        let deadline = tokio::time::Instant::now() + tuning.wait_timeout;
-        let timed_out = AcquireError::WaitTimeout(tuning.wait_timeout);
-        // Fast path, taken by most transactions in transaction pooling: a
-        // place is free (tokio's fair semaphore has none free while anyone
-        // waits, so this cannot jump the queue) and a backend is idle. The
-        // timer is only registered if the checkout has to wait (tokio polls
-        // the future before its deadline).
-        let fast = match self.main.clone().try_acquire_owned() {
-            Ok(permit) if !self.is_paused() => {
-                match tokio::time::timeout_at(deadline, self.idle_backend()).await {
-                    Err(_) => return Err(timed_out),
-                    Ok(got) => got?.map(|obj| (obj, permit)),
-                }
-            }
-            _ => None,
-        };
-        let (mut obj, permit, waited) = match fast {
-            Some((obj, permit)) => (obj, permit, Duration::ZERO),
-            None => {
-                let started = std::time::Instant::now();
-                let _wait = client.map(ClientEntry::waiting);
-                self.waiting.fetch_add(1, Ordering::Relaxed);
-                let got = tokio::time::timeout_at(deadline, self.checkout()).await;
-                self.waiting.fetch_sub(1, Ordering::Relaxed);
-                match got {
-                    Err(_) => return Err(timed_out),
-                    Ok(got) => {
-                        let (obj, permit) = got?;
-                        (obj, permit, started.elapsed())
-                    }
-                }
-            }
-        };
-        obj.clean = false;
-        // A reload may have changed it since the backend opened.
-        obj.backend.set_command_timeout(tuning.command_timeout);
-        // 0: the pooler itself (client ids start at 1).
-        obj.backend.lent_to(client.map_or(0, ClientEntry::id));
-        Ok(Lease {
-            obj: Some(obj),
-            pool: self.clone(),
-            permit: Some(permit),
-            waited,
-        })
-    }
-
-    /// An idle backend that passes the checkout checks without waiting or
-    /// opening one (`None` otherwise: the slow path decides).
-    async fn idle_backend(&self) -> Result<Option<Object<BackendManager>>, AcquireError> {
-        if self.inner.status().available == 0 {
-            return Ok(None);
-        }
-        let zero = Timeouts {
-            wait: Some(Duration::ZERO),
-            create: None,
-            recycle: None,
-        };
-        match self.inner.timeout_get(&zero).await {
-            Ok(obj) => Ok(Some(obj)),
-            Err(PoolError::Backend(OpenError::Backend(e))) => Err(AcquireError::Backend(e)),
-            Err(PoolError::Closed) => Err(AcquireError::Closed),
-            Err(_) => Ok(None),
-        }
-    }
-
-    /// A place in the pool, then a backend.
-    async fn checkout(
-        &self,
-    ) -> Result<(Object<BackendManager>, OwnedSemaphorePermit), AcquireError> {
-        let permit = self.admit().await?;
-        let mut paused = self.paused.subscribe();
-        // Err only if the sender is gone, which cannot happen while `self` lives.
-        let _ = paused.wait_for(|p| !*p).await;
-        let timeouts = Timeouts {
-            wait: None,
-            create: None,
-            recycle: None,
-        };
-        let manager = self.inner.manager();
-        let mut paid = Prepaid::new(manager);
-        loop {
-            let got = self.inner.timeout_get(&timeouts).await;
-            paid.settle(&got);
-            let err = match got {
-                Ok(obj) => return Ok((obj, permit)),
-                // Opening waits for no shared limit; this client does, then
-                // hands what it took to the backend it opens next.
-                Err(PoolError::Backend(OpenError::Limit)) => {
-                    // None: a backend of this pool went idle meanwhile; take it.
-                    if let Some(set) = manager.wait_for_limits().await {
-                        paid.pay(set);
-                    }
-                    continue;
-                }
-                Err(PoolError::Backend(OpenError::Backend(e))) => AcquireError::Backend(e),
-                Err(PoolError::Closed) => AcquireError::Closed,
-                Err(e) => AcquireError::Backend(BackendError::Protocol(e.to_string())),
-            };
-            return Err(err);
-        }
-    }
-
-    /// One of the `pool_size` places, or a reserve place once this client
-    /// has waited `reserve_timeout`; FIFO in both queues (tokio's semaphore
-    /// is fair, and the main-queue place is kept while the reserve is tried).
-    async fn admit(&self) -> Result<OwnedSemaphorePermit, AcquireError> {
-        let main = self.main.clone().acquire_owned();
-        tokio::pin!(main);
-        let tuning = self.tuning();
-        let permit = if tuning.reserve() == 0 {
-            main.await
-        } else {
-            tokio::select! {
-                biased;
-                p = &mut main => p,
-                _ = tokio::time::sleep(tuning.reserve_timeout) => tokio::select! {
-                    biased;
-                    p = &mut main => p,
-                    p = self.reserve.clone().acquire_owned() => {
-                        tracing::info!(
-                            database = %self.key.database,
-                            user = %self.key.user,
-                            "taking a backend from the reserve pool"
-                        );
-                        p
-                    }
-                },
-            }
-        };
-        permit.map_err(|_| AcquireError::Closed)
     }
 
     /// Why a backend coming back must be closed rather than pooled:
