@@ -1,122 +1,32 @@
-//! Direct TLS (PostgreSQL 17's `sslnegotiation=direct`), both sides.
+//! Direct TLS from clients (PostgreSQL 17's `sslnegotiation=direct`), the
+//! front end of issue 16 item 4; the back end is in `direct_tls_backend.rs`.
 //!
-//! Front end: Debian 12's libpq is 15 and cannot start TLS directly, so the
-//! client is Python's `ssl` module (a raw TLS client that can offer ALPN),
-//! driven by a small inline script: a ClientHello first, then the protocol
+//! Debian 12's libpq is 15 and cannot start TLS directly, so the client is
+//! Python's `ssl` module (a raw TLS client that can offer ALPN), driven by
+//! `tests/py/direct_tls_client.py`: a ClientHello first, then the protocol
 //! inside TLS. Checked as PostgreSQL 17 behaves (backend_startup.c,
-//! be-secure-openssl.c): ALPN "postgresql" is required and then a login and a
-//! query are served; without ALPN the handshake completes and the
-//! connection is closed with nothing sent; another ALPN protocol gets the
-//! fatal no_application_protocol alert; where the transport's policy is
-//! `disable` the connection is closed unanswered; bytes that start like TLS
-//! but are not end in a clean close; SSLRequest keeps working for libpq 15.
-//!
-//! Back end: the stock PostgreSQL here (15) cannot accept direct TLS, so a
-//! second pgharbor plays the server: client → pgharbor A → (direct TLS) →
-//! pgharbor B → PostgreSQL. A relay between A and B records A's first byte,
-//! which shows that no SSLRequest went first.
+//! be-secure-openssl.c): with ALPN "postgresql" a login and a query are
+//! served; without ALPN the handshake completes and the connection is
+//! closed with nothing sent; another ALPN protocol gets the fatal
+//! no_application_protocol alert; where the transport's policy is `disable`
+//! the connection is closed unanswered; bytes that start like TLS but are
+//! not end in a clean close; SSLRequest keeps working for libpq 15.
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::tls::{psql_conninfo, tls_toml, Certs};
-use common::util::free_port;
-use common::{
-    Backend, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, TEST_DB, TRUST_USER,
-};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, TEST_DB, TRUST_USER};
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A raw TLS client: connects to argv[1] (a TCP port on 127.0.0.1 or a
-/// socket path), starts TLS at once offering the ALPN protocols in argv[2]
-/// ("-": none), checks the certificate against argv[3] for "localhost",
-/// then does argv[4] ("login": StartupMessage for user argv[5] and database
-/// argv[6], then a query; "sslrequest": an SSLRequest inside TLS), and
-/// prints what it saw as JSON.
-const CLIENT: &str = r#"
-import json, socket, ssl, struct, sys
-target, alpn, ca, action, user, db = sys.argv[1:7]
-out = {"messages": [], "errors": []}
-def emit():
-    print(json.dumps(out))
-    sys.exit(0)
-if target.startswith("/"):
-    raw = socket.socket(socket.AF_UNIX)
-    raw.settimeout(10)
-    raw.connect(target)
-else:
-    raw = socket.create_connection(("127.0.0.1", int(target)), timeout=10)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-ctx.load_verify_locations(ca)
-if alpn != "-":
-    ctx.set_alpn_protocols(alpn.split(","))
-try:
-    s = ctx.wrap_socket(raw, server_hostname="localhost")
-except (ssl.SSLError, OSError) as e:
-    out["handshake"] = "failed"
-    out["reason"] = (getattr(e, "reason", None) or "") + " " + type(e).__name__ + ": " + str(e)
-    emit()
-out["handshake"] = "ok"
-out["alpn"] = s.selected_alpn_protocol()
-buf = b""
-def recv_msg():
-    global buf
-    while True:
-        if len(buf) >= 5:
-            n = struct.unpack("!I", buf[1:5])[0]
-            if len(buf) >= 1 + n:
-                tag, body = chr(buf[0]), buf[5:1 + n]
-                buf = buf[1 + n:]
-                return tag, body
-        try:
-            chunk = s.recv(65536)
-        except (ssl.SSLError, OSError) as e:
-            return None, type(e).__name__
-        if not chunk:
-            return None, "eof"
-        buf += chunk
-def send(b):
-    try:
-        s.sendall(b)
-    except (ssl.SSLError, OSError):
-        pass
-def read_until(last):
-    while True:
-        tag, body = recv_msg()
-        if tag is None:
-            out["closed"] = body
-            out["leftover"] = len(buf)
-            return False
-        out["messages"].append(tag)
-        if tag == "E":
-            fields = {}
-            for f in body.split(b"\0"):
-                if f:
-                    fields[chr(f[0])] = f[1:].decode()
-            out["errors"].append(fields)
-        if tag == "D":
-            n = struct.unpack("!I", body[2:6])[0]
-            out["value"] = body[6:6 + n].decode()
-        if tag == last:
-            return True
-if action == "sslrequest":
-    send(struct.pack("!II", 8, 80877103))
-    read_until(None)
-    emit()
-params = b"user\0" + user.encode() + b"\0database\0" + db.encode() + b"\0\0"
-send(struct.pack("!II", 8 + len(params), 196608) + params)
-if read_until("Z"):
-    q = b"SELECT 'served'\0"
-    send(b"Q" + struct.pack("!I", 4 + len(q)) + q)
-    read_until("Z")
-    send(b"X\0\0\0\x04")
-emit()
-"#;
+/// The raw TLS client (Python's `ssl` module), see its docstring.
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/direct_tls_client.py")
+}
 
 /// What the raw TLS client saw.
 #[derive(Debug)]
@@ -155,8 +65,7 @@ impl Seen {
 /// Runs the raw TLS client against `target` offering `alpn`.
 fn direct(target: &str, alpn: Option<&str>, certs: &Certs, action: &str) -> Seen {
     let out = Command::new("python3")
-        .arg("-c")
-        .arg(CLIENT)
+        .arg(client_script())
         .args([target, alpn.unwrap_or("-")])
         .arg(&certs.ca)
         .args([action, TRUST_USER, TEST_DB])
@@ -344,136 +253,4 @@ fn sslrequest_still_works_for_libpq_15() {
     // And plain, where the policy allows it.
     let run = psql_conninfo(&conninfo.replace("require", "disable"), None);
     assert!(run.ok && !run.uses_tls(), "{run:?}");
-}
-
-/// A TCP relay to `to` that records the first byte of each connection.
-fn first_byte_relay(to: u16) -> (u16, Arc<Mutex<Vec<u8>>>) {
-    let port = free_port();
-    let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind relay");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let record = seen.clone();
-    std::thread::spawn(move || {
-        for client in listener.incoming().flatten() {
-            let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
-                continue;
-            };
-            let record = record.clone();
-            std::thread::spawn(move || relay(client, server, record));
-        }
-    });
-    (port, seen)
-}
-
-fn relay(mut client: TcpStream, server: TcpStream, record: Arc<Mutex<Vec<u8>>>) {
-    let (Ok(mut c2), Ok(mut s2)) = (client.try_clone(), server.try_clone()) else {
-        return;
-    };
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut s2, &mut c2);
-        let _ = c2.shutdown(std::net::Shutdown::Write);
-    });
-    let mut server = server;
-    let mut first = [0u8; 1];
-    if client.read_exact(&mut first).is_err() {
-        return;
-    }
-    record.lock().expect("relay record").push(first[0]);
-    if server.write_all(&first).is_ok() {
-        let _ = std::io::copy(&mut client, &mut server);
-    }
-    let _ = server.shutdown(std::net::Shutdown::Write);
-}
-
-#[test]
-fn backend_sslnegotiation_direct_reaches_a_second_pgharbor_without_sslrequest() {
-    let pg = PgCluster::shared();
-    let certs = Certs::generate("direct-backend");
-    // B: the server side, TLS on TCP.
-    let b = tls_pooler(pg, &certs, &[]);
-    let (relay_port, first_bytes) = first_byte_relay(b.port());
-    let entry = |name: &str, extra: &str| {
-        DbEntry::new(name, Backend::Tcp)
-            .conninfo_extra(&format!("port={relay_port} dbname={TEST_DB} {extra}"))
-    };
-    // B without TLS: direct TLS must fail rather than fall back to plain.
-    let no_tls = Pooler::start(pg, PoolerOpts::default().auth("trust"));
-    let a = Pooler::start(
-        pg,
-        PoolerOpts::default().auth("trust").databases(vec![
-            entry("via_direct", "sslmode=require sslnegotiation=direct"),
-            entry("via_request", "sslmode=require"),
-            DbEntry::new("to_plain", Backend::Tcp).conninfo_extra(&format!(
-                "port={} dbname={TEST_DB} sslmode=require sslnegotiation=direct",
-                no_tls.port()
-            )),
-        ]),
-    );
-    let through_a = |db: &str| {
-        let conninfo = format!(
-            "host={} port={} user={TRUST_USER} dbname={db}",
-            a.socket_dir().display(),
-            a.port()
-        );
-        psql_conninfo(&conninfo, None)
-    };
-    let run = through_a("via_direct");
-    assert!(
-        run.ok,
-        "{run:?}\nA:\n{}\nB:\n{}",
-        a.log_text(),
-        b.log_text()
-    );
-    assert_eq!(
-        first_bytes.lock().expect("relay record").as_slice(),
-        [0x16],
-        "A's first byte toward B (0x16: a TLS record, no SSLRequest)"
-    );
-    // sslnegotiation=postgres (the default) still starts with SSLRequest,
-    // whose first byte is its length's high byte, 0.
-    let run = through_a("via_request");
-    assert!(run.ok, "{run:?}");
-    assert_eq!(first_bytes.lock().expect("relay record")[1..], [0x00]);
-    let run = through_a("to_plain");
-    assert!(!run.ok, "direct TLS toward a server without TLS: {run:?}");
-    assert!(run.stderr.contains("TLS handshake"), "{run:?}");
-}
-
-#[test]
-fn pgharbor_check_refuses_direct_with_a_weak_sslmode_as_libpq_17() {
-    let pg = PgCluster::shared();
-    let check = |backend: Backend, extra: &str| {
-        let db = DbEntry::new("app", backend).conninfo_extra(extra);
-        let text = Pooler::sample_config(pg, &PoolerOpts::default().databases(vec![db]));
-        Pooler::run_check(&text)
-    };
-    for (backend, extra, key, mode) in [
-        (
-            Backend::Tcp,
-            "sslmode=prefer sslnegotiation=direct",
-            "sslmode",
-            "prefer",
-        ),
-        (
-            Backend::Tcp,
-            "sslmode=allow sslnegotiation=direct",
-            "sslmode",
-            "allow",
-        ),
-        (
-            Backend::Unix,
-            "sslmode=require socketsslmode=prefer sslnegotiation=direct",
-            "socketsslmode",
-            "prefer",
-        ),
-    ] {
-        let (code, text) = check(backend, extra);
-        assert_ne!(code, 0, "{extra}: {text}");
-        let want = format!(
-            "weak {key} \"{mode}\" may not be used with sslnegotiation=direct (use \"require\", \"verify-ca\", or \"verify-full\")"
-        );
-        assert!(text.contains(&want), "{extra}: {text}");
-        assert!(text.contains("databases.app"), "{extra}: {text}");
-    }
-    let (code, text) = check(Backend::Tcp, "sslmode=require sslnegotiation=direct");
-    assert_eq!(code, 0, "{text}");
 }
