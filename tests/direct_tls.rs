@@ -105,7 +105,11 @@ fn tls_pooler(pg: &PgCluster, certs: &Certs, more: &[(&str, &str)]) -> Pooler {
 fn direct_tls_with_alpn_postgresql_logs_in_and_is_served() {
     let pg = PgCluster::shared();
     let certs = Certs::generate("direct-ok");
-    let pooler = tls_pooler(pg, &certs, &[]);
+    let opts = PoolerOpts::default()
+        .auth("trust")
+        .admin_users(&[TRUST_USER])
+        .tls(&tls_toml(Some(&certs), &[("sslmode", "prefer")]));
+    let pooler = Pooler::start(pg, opts);
     let seen = direct(&tcp_target(&pooler), Some("postgresql"), &certs, "login");
     assert!(seen.handshake_ok(), "{seen:?}");
     assert_eq!(seen.str("alpn"), "postgresql", "{seen:?}");
@@ -115,10 +119,40 @@ fn direct_tls_with_alpn_postgresql_logs_in_and_is_served() {
     let seen = direct(&tcp_target(&pooler), Some("h2,postgresql"), &certs, "login");
     assert_eq!(seen.str("alpn"), "postgresql", "{seen:?}");
     assert_eq!(seen.str("value"), "served", "{seen:?}");
+    // Counted and timed as TLS logins, handshake included.
+    let (established, handshake_us) = tls_logins(&pooler, "tcp-loopback");
+    assert_eq!(established, 2);
+    assert!(handshake_us > 0, "TLS handshake time {handshake_us} µs");
     // The socket too, where socketsslmode allows TLS.
     let sock = tls_pooler(pg, &certs, &[("socketsslmode", "require")]);
     let seen = direct(&unix_target(&sock), Some("postgresql"), &certs, "login");
     assert_eq!(seen.str("value"), "served", "over the socket: {seen:?}");
+}
+
+/// SHOW OVERHEAD's client row for TLS logins over `transport`:
+/// (established, tls_handshake_avg_us).
+fn tls_logins(pooler: &Pooler, transport: &str) -> (i64, i64) {
+    let mut admin = RawConn::connect(&pooler.endpoint(Transport::Unix));
+    admin
+        .login(&[("user", TRUST_USER), ("database", "pgharbor")], None)
+        .unwrap_or_else(|e| panic!("admin console: {e:?}"));
+    let o = admin.query("SHOW OVERHEAD");
+    let column = |name: &str| o.column(name);
+    let (side, tr, tls) = (column("side"), column("transport"), column("tls"));
+    let row = (0..o.rows.len())
+        .find(|&i| {
+            side[i].as_deref() == Some("client")
+                && tr[i].as_deref() == Some(transport)
+                && tls[i].as_deref() == Some("t")
+        })
+        .unwrap_or_else(|| panic!("no client {transport} TLS row: {o:?}"));
+    let int = |name: &str| {
+        column(name)[row]
+            .as_deref()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: {o:?}"))
+    };
+    (int("established"), int("tls_handshake_avg_us"))
 }
 
 #[test]
