@@ -88,10 +88,12 @@ impl Link {
     }
 }
 
-/// SSLRequest and handshake as libpq does them. Exactly one byte is read for
-/// the answer, straight from the socket: anything the server (or a man in the
-/// middle) sends after it must go through the TLS handshake, never be taken as
-/// protocol (CVE-2021-23222). An error answer's text is not shown to anyone
+/// SSLRequest and handshake as libpq does them, or with
+/// `sslnegotiation=direct` the handshake at once, as libpq 17 does it.
+/// Exactly one byte is read for the SSLRequest's answer, straight from the
+/// socket: anything the server (or a man in the middle) sends after it must
+/// go through the TLS handshake, never be taken as protocol
+/// (CVE-2021-23222). An error answer's text is not shown to anyone
 /// (CVE-2024-10977): it came before the server was authenticated.
 async fn negotiate_tls(
     stream: &mut Stream,
@@ -102,6 +104,15 @@ async fn negotiate_tls(
     let Some(connector) = tls.connector().filter(|_| opening != Opening::Plain) else {
         return Ok(());
     };
+    if tls.direct() {
+        // No SSLRequest, so no fallback to plain: a server that cannot
+        // take direct TLS fails the handshake. ALPN "postgresql" is what
+        // says both ends mean PostgreSQL's protocol; libpq 17 leaves a
+        // server that did not select it (fe-secure-openssl.c).
+        handshake(stream, target, tls, connector).await?;
+        return crate::tls::alpn::check_direct_server(stream)
+            .map_err(|why| BackendError::Tls(format!("{why} ({})", target.describe())));
+    }
     let mut out = BytesMut::with_capacity(8);
     frontend::ssl_request(&mut out);
     write(stream, &out).await?;
@@ -111,18 +122,7 @@ async fn negotiate_tls(
         .await
         .map_err(|e| BackendError::Read(e.into()))?;
     match answer[0] {
-        encryption::SSL_ACCEPTED => {
-            // The name is `host` even when `hostaddr` gave the address.
-            stream
-                .connect_tls(
-                    connector,
-                    tls.server_name(),
-                    tls.verify_hostname(),
-                    tls.send_sni(),
-                )
-                .await
-                .map_err(|e| BackendError::Tls(format!("TLS handshake with {} failed: {e}", target.describe())))
-        }
+        encryption::SSL_ACCEPTED => handshake(stream, target, tls, connector).await,
         encryption::DECLINED if opening == Opening::Prefer => Ok(()),
         encryption::DECLINED => Err(BackendError::Tls(tls.refused_message())),
         // A server too old to know SSLRequest answers with an ErrorResponse.
@@ -133,6 +133,30 @@ async fn negotiate_tls(
             "received invalid response to SSL negotiation".into(),
         )),
     }
+}
+
+/// The client side of the TLS handshake; the name is `host` even when
+/// `hostaddr` gave the address.
+async fn handshake(
+    stream: &mut Stream,
+    target: &BackendTarget,
+    tls: &BackendTls,
+    connector: &openssl::ssl::SslConnector,
+) -> Result<(), BackendError> {
+    stream
+        .connect_tls(
+            connector,
+            tls.server_name(),
+            tls.verify_hostname(),
+            tls.send_sni(),
+        )
+        .await
+        .map_err(|e| {
+            BackendError::Tls(format!(
+                "TLS handshake with {} failed: {e}",
+                target.describe()
+            ))
+        })
 }
 
 async fn write(stream: &mut Stream, bytes: &[u8]) -> Result<(), BackendError> {

@@ -1,9 +1,13 @@
-//! The start of a connection, up to a usable StartupMessage: SSL and GSS
-//! encryption requests, cancel requests, and protocol version checks. All
-//! transport-security decisions will be made here.
+//! The start of a connection, up to a usable StartupMessage: direct TLS
+//! (PostgreSQL 17), SSL and GSS encryption requests, cancel requests, and
+//! protocol version checks. All transport-security decisions will be made
+//! here.
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 
 use bytes::BytesMut;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWriteExt, Interest};
 
 use super::error::ClientError;
 use super::LoginTimings;
@@ -14,7 +18,7 @@ use crate::protocol::tags::encryption;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
-use crate::tls::Acceptor;
+use crate::tls::{alpn, Acceptor};
 use std::time::Instant;
 
 /// What the first packets asked for.
@@ -42,11 +46,26 @@ pub async fn negotiate(
 ) -> Result<Opening, ClientError> {
     let mut ssl_done = false;
     let mut gss_done = false;
+    let tls = acceptor.filter(|_| policy != SslMode::Disable);
+    // Only where TLS may be had is the first byte looked at (one peek per
+    // connection); elsewhere a ClientHello fails as a startup packet below,
+    // and the client gets the same silent close PostgreSQL gives it.
+    if let Some(acceptor) = tls {
+        if first_byte(stream).await? == encryption::TLS_HANDSHAKE_RECORD {
+            timings.first_packet = accepted_at.elapsed();
+            direct_tls(stream, acceptor, timings).await?;
+            // What follows is what follows SSLRequest and its handshake.
+            ssl_done = true;
+        }
+    }
     loop {
         let frame = match read_startup(stream, buf, MAX_STARTUP_PACKET).await {
             Ok(f) => f,
             // PostgreSQL logs a bad length and closes without a reply.
-            Err(ReadError::Violation(v)) => return Err(ClientError::SilentClose(v)),
+            Err(ReadError::Violation(v)) => {
+                let why = tls.map_or_else(|| rejected_direct(buf), |_| None);
+                return Err(ClientError::SilentClose(why.unwrap_or(v)));
+            }
             Err(e) => return Err(e.into()),
         };
         if timings.first_packet.is_zero() {
@@ -58,21 +77,10 @@ pub async fn negotiate(
             StartupRequest::Ssl if !ssl_done => {
                 ssl_done = true;
                 refuse_early_data(buf)?;
-                match acceptor.filter(|_| policy != SslMode::Disable) {
+                match tls {
                     Some(acceptor) => {
                         stream.write_all(&[encryption::SSL_ACCEPTED]).await?;
-                        let started = Instant::now();
-                        // A failed handshake has no channel left to report
-                        // on; the log gets OpenSSL's reason. A peer that
-                        // left without trying is just gone.
-                        stream
-                            .accept_tls(acceptor)
-                            .await
-                            .map_err(|e| match e.kind() {
-                                std::io::ErrorKind::UnexpectedEof => ClientError::Gone,
-                                _ => ClientError::TlsHandshake(e.to_string()),
-                            })?;
-                        timings.tls_handshake = started.elapsed();
+                        accept_tls(stream, acceptor, timings).await?;
                     }
                     None => stream.write_all(&[encryption::DECLINED]).await?,
                 }
@@ -117,4 +125,87 @@ fn refuse_early_data(buf: &FrameBuf) -> Result<(), ClientError> {
         )));
     }
     Ok(())
+}
+
+/// Runs the TLS handshake and times it. A failed handshake has no channel
+/// left to report on; the log gets OpenSSL's reason. A peer that left
+/// without trying is just gone.
+async fn accept_tls(
+    stream: &mut Stream,
+    acceptor: &Acceptor,
+    timings: &mut LoginTimings,
+) -> Result<(), ClientError> {
+    let started = Instant::now();
+    stream
+        .accept_tls(acceptor)
+        .await
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::UnexpectedEof => ClientError::Gone,
+            _ => ClientError::TlsHandshake(e.to_string()),
+        })?;
+    timings.tls_handshake = started.elapsed();
+    Ok(())
+}
+
+/// A client that opened with a TLS record (PostgreSQL 17's direct SSL, no
+/// SSLRequest): the handshake at once, then ALPN "postgresql" is required,
+/// as PostgreSQL 17 requires it, since nothing else shows that the peer
+/// means to speak PostgreSQL (see [`alpn`]). Without it PostgreSQL logs the
+/// refusal and closes after the handshake without a word (COMMERROR, not
+/// FATAL): a peer that has not said it speaks the protocol is sent none.
+async fn direct_tls(
+    stream: &mut Stream,
+    acceptor: &Acceptor,
+    timings: &mut LoginTimings,
+) -> Result<(), ClientError> {
+    accept_tls(stream, acceptor, timings).await?;
+    alpn::check_direct_client(stream).map_err(|why| ClientError::TlsHandshake(why.into()))?;
+    tracing::debug!("direct SSL connection accepted");
+    Ok(())
+}
+
+/// The first byte the client sent, left on the socket for whoever reads
+/// next (the TLS handshake or the startup packet reader).
+async fn first_byte(stream: &Stream) -> Result<u8, ClientError> {
+    let peeked = loop {
+        let r = match stream {
+            Stream::Tcp(s) => match s.readable().await {
+                Ok(()) => s.try_io(Interest::READABLE, || peek(s.as_raw_fd())),
+                Err(e) => Err(e),
+            },
+            Stream::Unix(s) => match s.readable().await {
+                Ok(()) => s.try_io(Interest::READABLE, || peek(s.as_raw_fd())),
+                Err(e) => Err(e),
+            },
+            // Negotiation starts on the accepted socket itself.
+            Stream::Tls(_) | Stream::Detached(_) => Err(io::ErrorKind::NotConnected.into()),
+        };
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            other => break other?,
+        }
+    };
+    // As PostgreSQL: a peer that sends nothing at all is not worth a log line.
+    peeked.ok_or(ClientError::Gone)
+}
+
+/// One byte of `fd`'s receive queue, not taken off it; None at EOF.
+fn peek(fd: RawFd) -> io::Result<Option<u8>> {
+    let mut byte = [0u8; 1];
+    // SAFETY: recv writes at most 1 byte into `byte`, which outlives the
+    // call; `fd` is a socket its Stream keeps open for the whole call.
+    let n = unsafe { libc::recv(fd, byte.as_mut_ptr().cast(), 1, libc::MSG_PEEK) };
+    match n {
+        n if n < 0 => Err(io::Error::last_os_error()),
+        0 => Ok(None),
+        _ => Ok(Some(byte[0])),
+    }
+}
+
+/// The reason to log for a direct TLS client where TLS is off (no
+/// certificate, or the transport's mode is disable): PostgreSQL 17 closes
+/// it without a reply ("direct SSL connection rejected").
+fn rejected_direct(buf: &FrameBuf) -> Option<Violation> {
+    let hello = buf.readable().first() == Some(&encryption::TLS_HANDSHAKE_RECORD);
+    hello.then(|| Violation::new("direct SSL connection rejected: TLS is off on this transport"))
 }

@@ -18,6 +18,7 @@ use super::{BackendHost, ConnInfo};
 use crate::config::SslMode;
 
 mod hosts;
+mod negotiation;
 mod tcp;
 #[cfg(test)]
 pub(crate) use tcp::KEYWORDS as TCP_KEYWORDS;
@@ -26,6 +27,7 @@ mod unsupported;
 mod uri;
 
 pub use hosts::{HostSpec, LoadBalance, TargetSessionAttrs};
+pub use negotiation::SslNegotiation;
 pub use tls::{
     ChannelBinding, ClientCertMode, Compression, ServerName, Sni, TlsOptions, TlsProtocol,
 };
@@ -87,6 +89,15 @@ pub enum ConnInfoError {
     /// A malformed `postgresql://` URI.
     #[error("invalid URI: {0}")]
     Uri(String),
+    /// `sslnegotiation=direct` under a mode that allows plaintext (libpq
+    /// 17's rule and message).
+    #[error("weak {key} \"{mode}\" may not be used with sslnegotiation=direct (use \"require\", \"verify-ca\", or \"verify-full\")")]
+    WeakSslMode {
+        /// `sslmode` or `socketsslmode`.
+        key: &'static str,
+        /// Its value.
+        mode: SslMode,
+    },
 }
 
 impl Default for ConnInfo {
@@ -101,6 +112,7 @@ impl Default for ConnInfo {
             sslmode: SslMode::Prefer,
             socketsslmode: SslMode::Disable,
             sslrootcert: None,
+            sslnegotiation: SslNegotiation::Postgres,
             connect_timeout: None,
             tls: TlsOptions::default(),
             tcp: Default::default(),
@@ -159,6 +171,9 @@ impl ConnInfo {
         push_pair(&mut out, "socketsslmode", self.socketsslmode.as_str());
         if let Some(path) = &self.sslrootcert {
             push_pair(&mut out, "sslrootcert", &path.display().to_string());
+        }
+        if self.sslnegotiation != SslNegotiation::Postgres {
+            push_pair(&mut out, "sslnegotiation", self.sslnegotiation.as_str());
         }
         tcp::push_pairs(self, &mut out);
         for (key, value) in self.tls.pairs() {
@@ -227,6 +242,7 @@ impl fmt::Debug for ConnInfo {
             .field("sslmode", &self.sslmode)
             .field("socketsslmode", &self.socketsslmode)
             .field("sslrootcert", &self.sslrootcert)
+            .field("sslnegotiation", &self.sslnegotiation)
             .field("connect_timeout", &self.connect_timeout)
             .field("tls", &self.tls)
             .field("tcp", &self.tcp)
@@ -368,6 +384,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
             "sslmode" => info.sslmode = parse_sslmode(&key, value)?,
             "socketsslmode" => info.socketsslmode = parse_sslmode(&key, value)?,
             "sslrootcert" => info.sslrootcert = non_empty(value).map(PathBuf::from),
+            "sslnegotiation" => info.sslnegotiation = negotiation::parse(&key, value)?,
             k if tcp::KEYWORDS.contains(&k) => tcp::set(&mut info, k, value)?,
             "" => return Err(ConnInfoError::EmptyKey),
             k if LIBPQ_KEYWORDS.contains(&k) => {
@@ -378,6 +395,7 @@ fn from_pairs(pairs: Vec<(String, String)>) -> Result<ConnInfo, ConnInfoError> {
     }
     tls::finish(&info.tls)?;
     info.hosts = raw.resolve()?;
+    negotiation::check(&info)?;
     Ok(info)
 }
 

@@ -31,8 +31,8 @@ mod validate;
 
 pub use conninfo::{
     join_keyword_pairs, split_keyword_pairs, ChannelBinding, ClientCertMode, Compression,
-    ConnInfoError, HostSpec, LoadBalance, ServerName, Sni, TargetSessionAttrs, TlsOptions,
-    TlsProtocol,
+    ConnInfoError, HostSpec, LoadBalance, ServerName, Sni, SslNegotiation, TargetSessionAttrs,
+    TlsOptions, TlsProtocol,
 };
 pub use files::{FileProblem, Severity};
 pub use pool::TRACKED_PARAMETERS;
@@ -433,6 +433,8 @@ pub struct ConnInfo {
     pub socketsslmode: SslMode,
     /// `sslrootcert` for verify-ca / verify-full.
     pub sslrootcert: Option<PathBuf>,
+    /// `sslnegotiation` (libpq 17): SSLRequest first (default) or direct TLS.
+    pub sslnegotiation: SslNegotiation,
     /// `connect_timeout` (whole seconds in libpq, at least 2), if given.
     pub connect_timeout: Option<Duration>,
     /// The other TLS keywords (`sslcert`, `channel_binding`, ...).

@@ -235,6 +235,10 @@ pub mod encryption {
     pub const GSS_ACCEPTED: u8 = b'G';
     /// Request declined: the connection goes on unencrypted.
     pub const DECLINED: u8 = b'N';
+    /// First byte of a TLS handshake record: a client that starts TLS at once
+    /// (PostgreSQL 17's direct SSL); no startup packet begins with it, as its
+    /// length would be hundreds of megabytes.
+    pub const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 }
 
 #[cfg(test)]

@@ -84,6 +84,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
 
     let identity = |e: openssl::error::ErrorStack| TlsError::Identity(e.to_string());
     let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).map_err(identity)?;
+    super::alpn::select_postgresql(&mut b);
     b.set_certificate(leaf).map_err(identity)?;
     for cert in intermediates {
         b.add_extra_chain_cert(cert.clone()).map_err(identity)?;

@@ -14,7 +14,7 @@ use super::{client_cert, TlsError};
 use crate::config::SslMode;
 use crate::config::{
     BackendHost, ChannelBinding, ClientCertMode, Compression, Config, ConnInfo, HostSpec, Sni,
-    TlsOptions, TlsProtocol,
+    SslNegotiation, TlsOptions, TlsProtocol,
 };
 
 /// How one pool talks TLS to its server; built once per pool.
@@ -30,6 +30,7 @@ pub struct BackendTls {
     /// What verify-full checks and SNI sends: `host`, even with `hostaddr`.
     server_name: Option<String>,
     sni: Sni,
+    negotiation: SslNegotiation,
 }
 
 impl std::fmt::Debug for BackendTls {
@@ -39,6 +40,7 @@ impl std::fmt::Debug for BackendTls {
             .field("unix", &self.unix)
             .field("server_name", &self.server_name)
             .field("channel_binding", &self.channel_binding)
+            .field("negotiation", &self.negotiation)
             .finish()
     }
 }
@@ -64,6 +66,7 @@ impl BackendTls {
             connector: None,
             server_name: None,
             sni: Sni::Send,
+            negotiation: SslNegotiation::Postgres,
         }
     }
 
@@ -99,6 +102,7 @@ impl BackendTls {
                 connector,
                 server_name: host.tls_server_name().map(str::to_string),
                 sni: info.tls.sni,
+                negotiation: info.sslnegotiation,
             });
         }
         Ok(out)
@@ -135,6 +139,12 @@ impl BackendTls {
             SslMode::Prefer => Opening::Prefer,
             SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => Opening::Require,
         }
+    }
+
+    /// Whether TLS starts at once, without SSLRequest (`sslnegotiation=direct`,
+    /// in a mode that uses TLS: a socket under `socketsslmode=disable` stays plain).
+    pub fn direct(&self) -> bool {
+        self.negotiation == SslNegotiation::Direct && self.opening() == Opening::Require
     }
 
     /// The connector, when the mode uses TLS at all.
@@ -207,6 +217,7 @@ fn build(
     if opts.compression == Compression::Requested {
         b.clear_options(SslOptions::NO_COMPRESSION);
     }
+    super::alpn::offer_postgresql(&mut b).map_err(err)?;
     // libpq's require checks nothing, unless a root certificate is given,
     // which then behaves like verify-ca.
     let root = match (mode, rootcert) {

@@ -3,6 +3,7 @@
 //! place that knows about certificates.
 
 pub mod acceptor;
+pub mod alpn;
 pub mod channel_binding;
 mod client_cert;
 pub mod connector;

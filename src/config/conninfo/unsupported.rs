@@ -5,7 +5,7 @@
 //!
 //! A few values are accepted because they already are what pgharbor does
 //! (`gssencmode=disable|prefer` mean "no GSSAPI" exactly as in a libpq built
-//! without GSSAPI; `sslnegotiation=postgres`; protocol version 3.0).
+//! without GSSAPI; protocol version 3.0).
 
 use super::ConnInfoError;
 
@@ -29,12 +29,7 @@ const REFUSED: &[(&str, &str)] = &[
 ];
 
 /// Keywords accepted with some values only.
-const BY_VALUE: &[&str] = &[
-    "gssencmode",
-    "sslnegotiation",
-    "min_protocol_version",
-    "max_protocol_version",
-];
+const BY_VALUE: &[&str] = &["gssencmode", "min_protocol_version", "max_protocol_version"];
 
 /// Whether this module decides about `key`.
 pub(super) fn covers(key: &str) -> bool {
@@ -53,11 +48,6 @@ pub(super) fn check(key: &str, value: &str) -> Result<(), ConnInfoError> {
             "disable" | "prefer" => true,
             "require" => return Err(unsupported(key, "gssencmode=require needs GSSAPI encryption, which pgharbor does not have (a libpq built without GSSAPI refuses it too)")),
             _ => return Err(invalid(key, value, "expected disable, prefer or require")),
-        },
-        "sslnegotiation" => match value {
-            "postgres" => true,
-            "direct" => return Err(unsupported(key, "direct TLS toward PostgreSQL (libpq 17) is not implemented; use sslnegotiation=postgres")),
-            _ => return Err(invalid(key, value, "expected postgres or direct")),
         },
         // pgharbor speaks protocol 3.0 to servers.
         "min_protocol_version" | "max_protocol_version" => match value {

@@ -38,7 +38,8 @@ const LIBPQ: &[(&str, &str)] = &[
     ("keepalives_count", "3"),
     ("tcp_user_timeout", "1000"),
     ("sslmode", "require"),
-    ("sslnegotiation", "direct"),
+    // Alone, direct is refused under the default sslmode=prefer (libpq 17).
+    ("sslnegotiation", "postgres"),
     ("sslcompression", "1"),
     ("sslcert", "/c"),
     ("sslkey", "/k"),
@@ -90,7 +91,6 @@ fn every_libpq_keyword_is_implemented_or_refused() {
     let refused = [
         "service",
         "passfile",
-        "sslnegotiation",
         "sslkeylogfile",
         "requirepeer",
         "require_auth",
@@ -252,7 +252,6 @@ fn unimplemented_values_are_refused_not_ignored() {
         "gssencmode=require",
         "sslcertmode=require",
         "sslkey=pkcs11:token",
-        "sslnegotiation=direct",
         "max_protocol_version=3.2",
         "krbsrvname=postgres",
         "service=prod",
@@ -268,6 +267,7 @@ fn unimplemented_values_are_refused_not_ignored() {
         "gssencmode=disable",
         "gssencmode=prefer",
         "sslnegotiation=postgres",
+        "sslmode=require sslnegotiation=direct",
         "min_protocol_version=3.0",
         "max_protocol_version=3.0",
     ] {
