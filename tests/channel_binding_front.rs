@@ -179,6 +179,55 @@ async fn scram_passthrough_after_a_plus_login() {
     assert_eq!(row.get::<_, String>(0), SCRAM_USER.0);
 }
 
+/// Replaces `dst` with a copy of `src` in one rename, mode 0600.
+fn install(src: &std::path::Path, dst: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = dst.with_extension("tmp");
+    std::fs::copy(src, &tmp).expect("copy");
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::fs::rename(&tmp, dst).expect("rename");
+}
+
+#[test]
+fn the_binding_follows_a_certificate_reloaded_on_sighup() {
+    // The hash is taken per login from the session's own certificate, so a
+    // login after SIGHUP binds to the new one (verify-ca proves which).
+    let pg = PgCluster::shared();
+    let a = Certs::generate("cbind-reload-a");
+    let b = Certs::generate("cbind-reload-b");
+    let live = Certs::generate("cbind-reload-live");
+    install(&a.cert, &live.cert);
+    install(&a.key, &live.key);
+    let pooler = Pooler::start(pg, tls_opts(&live));
+    let login = |ca: &Certs| {
+        let tail = format!(
+            "sslmode=verify-ca sslrootcert={} channel_binding=require",
+            ca.ca.display()
+        );
+        psql_conninfo(
+            &conninfo(pooler.port(), SCRAM_USER.0, &tail),
+            Some(SCRAM_USER.1),
+        )
+    };
+    let run = login(&a);
+    assert!(run.uses_tls(), "certificate A: {}", run.stderr);
+    install(&b.cert, &live.cert);
+    install(&b.key, &live.key);
+    pooler.signal(libc::SIGHUP);
+    assert!(
+        pooler.wait_for_log("configuration reloaded", 1, WAIT),
+        "{}",
+        pooler.log_text()
+    );
+    let run = login(&b);
+    assert!(
+        run.uses_tls(),
+        "certificate B: {}\n{}",
+        run.stderr,
+        pooler.log_text()
+    );
+}
+
 /// A raw client at `port` that asked for TLS when `tls`, sent the startup
 /// packet for [`SCRAM_USER`] and read AuthenticationSASL; returns it and
 /// the mechanisms offered.
