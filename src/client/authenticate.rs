@@ -179,8 +179,8 @@ async fn scram(
     let (body, total) = read_auth_message(stream, buf).await?;
     buf.consume(total);
     let (mechanism, client_first) = parse_sasl_initial(&body)?;
-    // Hashed per login, only for -PLUS, as PostgreSQL does: a certificate
-    // reloaded on SIGHUP serves new handshakes, and this one is ours.
+    // Hashed per login from this session's own certificate, only for -PLUS,
+    // as PostgreSQL does: after a SIGHUP, sessions hold different ones.
     let binding = ServerBinding::select(mechanism, tls, || own_certificate_hash(stream))
         .map_err(scram_error)?;
     let secret_scram = secret.and_then(Secret::scram).cloned();
