@@ -20,7 +20,10 @@
 //!   the auth file (or with only an md5 secret) it runs a mock exchange with
 //!   a salt derived from the user name and a per-process seed
 //!   ([`new_mock_seed`]), which fails only at the end, so probing cannot tell
-//!   unknown users from wrong passwords.
+//!   unknown users from wrong passwords. Over TLS SCRAM-SHA-256-PLUS is
+//!   offered first ([`scram_mechanisms`]); the client's pick becomes a
+//!   [`ServerBinding`], and under -PLUS the exchange checks that the client
+//!   bound it to our own certificate (tls-server-end-point).
 //!
 //! # Logging in to PostgreSQL
 //!
@@ -46,8 +49,12 @@ mod crypto;
 pub mod hba;
 mod scram;
 mod scram_client;
+mod scram_error;
+mod scram_plus;
 mod secret;
 
+#[cfg(test)]
+mod scram_plus_tests;
 #[cfg(test)]
 mod scram_tests;
 
@@ -58,6 +65,7 @@ pub use scram_client::{
     SaltedPasswordCache, ScramClient, ScramCredential, ScramKeys, ServerFirst,
     MAX_PASSWORD_ITERATIONS,
 };
+pub use scram_plus::{mechanisms as scram_mechanisms, ServerBinding};
 pub use secret::{
     md5_password_hash, md5_salted_response, md5_verify, Md5Outcome, ScramSecret, Secret,
     SecretError, SCRAM_DEFAULT_ITERATIONS, SCRAM_DEFAULT_SALT_LEN,

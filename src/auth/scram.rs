@@ -1,12 +1,16 @@
-//! The server side of SCRAM-SHA-256 (RFC 5802, RFC 7677), behaving as
-//! PostgreSQL's auth-scram.c does toward a client: no I/O, one exchange per
-//! [`ScramServer`], every input checked and nothing able to panic.
+//! The server side of SCRAM-SHA-256 and SCRAM-SHA-256-PLUS (RFC 5802,
+//! RFC 7677), behaving as PostgreSQL's auth-scram.c does toward a client:
+//! no I/O, one exchange per [`ScramServer`], every input checked and nothing
+//! able to panic. Channel binding is in [`super::scram_plus`].
 
 use std::{fmt, mem};
 
 use rand::RngCore;
 
+use super::channel_binding::Gs2;
 use super::crypto::{self, KEY_LEN};
+pub use super::scram_error::ScramError;
+use super::scram_plus::{self, ServerBinding};
 use super::secret::{ScramSecret, SCRAM_DEFAULT_ITERATIONS, SCRAM_DEFAULT_SALT_LEN};
 
 /// Longest SCRAM message accepted, checked before any parsing. Real ones are
@@ -14,58 +18,6 @@ use super::secret::{ScramSecret, SCRAM_DEFAULT_ITERATIONS, SCRAM_DEFAULT_SALT_LE
 pub const MAX_SCRAM_MESSAGE_LEN: usize = 1024;
 /// Random bytes in the server nonce, as PostgreSQL's SCRAM_RAW_NONCE_LEN.
 const SERVER_NONCE_LEN: usize = 18;
-
-/// A failed SCRAM exchange, on either side. The texts never quote the peer's
-/// input, so they are safe to log and to send in an ErrorResponse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ScramError {
-    /// The message breaks the SCRAM grammar (SQLSTATE 08P01).
-    #[error("malformed SCRAM message ({0})")]
-    Malformed(&'static str),
-    /// A valid SCRAM feature PostgreSQL does not support (SQLSTATE 0A000).
-    #[error("{0}")]
-    Unsupported(&'static str),
-    /// The nonce in the message is not the one of this exchange (SQLSTATE 08P01).
-    #[error("invalid SCRAM response (nonce does not match)")]
-    NonceMismatch,
-    /// Wrong password, or unknown user (SQLSTATE 28P01).
-    #[error("password authentication failed")]
-    InvalidProof,
-    /// A message arrived in the wrong step, or after the exchange ended (SQLSTATE 08P01).
-    #[error("SCRAM message out of order")]
-    OutOfOrder,
-    /// Client side: the server asked for more PBKDF2 iterations than we accept.
-    #[error("server requested {0} SCRAM iterations, more than the limit")]
-    TooManyIterations(u32),
-    /// Client side: the stored keys belong to another salt or iteration count,
-    /// i.e. the password was changed in PostgreSQL after the auth file was written.
-    #[error("SCRAM secret in the auth file does not match the server's salt or iteration count")]
-    KeysMismatch,
-    /// Client side: the server could not prove it knows the secret.
-    #[error("server sent an invalid SCRAM signature")]
-    InvalidServerSignature,
-    /// Client side: the server ended the exchange with `e=`.
-    #[error("server reported a SCRAM error: {0}")]
-    ServerError(String),
-}
-
-impl ScramError {
-    /// The SQLSTATE for reporting this error to a client; client-side errors
-    /// (toward PostgreSQL) map to 08006, the pooler could not log in.
-    pub fn sqlstate(&self) -> &'static str {
-        match self {
-            ScramError::Malformed(_) | ScramError::NonceMismatch | ScramError::OutOfOrder => {
-                "08P01"
-            }
-            ScramError::Unsupported(_) => "0A000",
-            ScramError::InvalidProof => "28P01",
-            ScramError::TooManyIterations(_)
-            | ScramError::KeysMismatch
-            | ScramError::InvalidServerSignature
-            | ScramError::ServerError(_) => "08006",
-        }
-    }
-}
 
 /// Checks the length cap, UTF-8 and NUL bytes before any parsing.
 pub(super) fn message_text(message: &[u8]) -> Result<&str, ScramError> {
@@ -153,8 +105,12 @@ pub struct ScramSuccess {
     /// `v=<ServerSignature>`, for AuthenticationSASLFinal.
     pub server_final: Vec<u8>,
     /// The client's ClientKey, recovered from its proof: lets the pooler log
-    /// in to PostgreSQL as this user with no plaintext password.
+    /// in to PostgreSQL as this user with no plaintext password. Binding
+    /// does not change it (only the AuthMessage the proof signs), so
+    /// passthrough works after -PLUS too.
     pub client_key: [u8; KEY_LEN],
+    /// True when the exchange was SCRAM-SHA-256-PLUS (channel-bound).
+    pub channel_binding: bool,
 }
 
 impl fmt::Debug for ScramSuccess {
@@ -169,8 +125,8 @@ enum State {
         client_first_bare: String,
         server_first: String,
         nonce: String,
-        /// base64 of the gs2 header the client sent: "biws" for "n,,", "eSws" for "y,,".
-        cbind: &'static str,
+        /// The gs2 header the client sent, which `c=` must repeat.
+        gs2: Gs2,
     },
     Finished,
 }
@@ -181,6 +137,7 @@ pub struct ScramServer {
     /// Unknown user: the exchange runs to the end and then fails, so a client
     /// cannot tell unknown users from wrong passwords.
     doomed: bool,
+    binding: ServerBinding,
     server_nonce: String,
     state: State,
 }
@@ -192,14 +149,22 @@ impl fmt::Debug for ScramServer {
 }
 
 impl ScramServer {
-    /// Starts an exchange for `user`; `secret` None runs a mock exchange that
-    /// fails at the end, with a salt derived from `user` and `mock_seed` (see [`new_mock_seed`]).
-    pub fn new(user: &str, secret: Option<ScramSecret>, mock_seed: &[u8; 32]) -> ScramServer {
+    /// Starts an exchange for `user` with the channel binding the client's
+    /// mechanism chose ([`ServerBinding::select`]); `secret` None runs a mock
+    /// exchange that fails at the end, with a salt derived from `user` and
+    /// `mock_seed` (see [`new_mock_seed`]). A mock exchange checks the
+    /// binding as a real one does, so -PLUS does not tell users apart either.
+    pub fn new(
+        user: &str,
+        secret: Option<ScramSecret>,
+        mock_seed: &[u8; 32],
+        binding: ServerBinding,
+    ) -> ScramServer {
         // ThreadRng is a CSPRNG seeded from the OS; it spares a getrandom
         // syscall per login.
         let mut raw = [0u8; SERVER_NONCE_LEN];
         rand::thread_rng().fill_bytes(&mut raw);
-        Self::with_server_nonce(user, secret, mock_seed, crypto::b64_encode(&raw))
+        Self::with_server_nonce(user, secret, mock_seed, binding, crypto::b64_encode(&raw))
     }
 
     /// Test hook: a chosen server nonce (tests reproduce RFC 7677's exchange).
@@ -207,6 +172,7 @@ impl ScramServer {
         user: &str,
         secret: Option<ScramSecret>,
         mock_seed: &[u8; 32],
+        binding: ServerBinding,
         server_nonce: String,
     ) -> ScramServer {
         let doomed = secret.is_none();
@@ -214,6 +180,7 @@ impl ScramServer {
         ScramServer {
             secret,
             doomed,
+            binding,
             server_nonce,
             state: State::AwaitingClientFirst,
         }
@@ -229,20 +196,7 @@ impl ScramServer {
             return Err(ScramError::OutOfOrder);
         }
         let text = message_text(client_first)?;
-        let (cbind, rest) = if let Some(rest) = text.strip_prefix("n,") {
-            ("biws", rest)
-        } else if let Some(rest) = text.strip_prefix("y,") {
-            // "y": the client could do channel binding but thinks we cannot.
-            // That is true: we never offer SCRAM-SHA-256-PLUS.
-            ("eSws", rest)
-        } else if text.starts_with("p=") {
-            return Err(ScramError::Malformed(
-                "the client selected SCRAM-SHA-256 without channel binding, \
-                 but the message includes channel binding data",
-            ));
-        } else {
-            return Err(ScramError::Malformed("unexpected channel-binding flag"));
-        };
+        let (gs2, rest) = scram_plus::read_cbind_flag(text, &self.binding)?;
         if rest.starts_with('a') {
             return Err(ScramError::Unsupported(
                 "client uses authorization identity, but it is not supported",
@@ -280,7 +234,7 @@ impl ScramServer {
             client_first_bare: client_first_bare.to_string(),
             server_first,
             nonce,
-            cbind,
+            gs2,
         };
         Ok(reply)
     }
@@ -291,18 +245,14 @@ impl ScramServer {
             client_first_bare,
             server_first,
             nonce,
-            cbind,
+            gs2,
         } = mem::replace(&mut self.state, State::Finished)
         else {
             return Err(ScramError::OutOfOrder);
         };
         let text = message_text(client_final)?;
         let mut attrs = Attributes::new(text);
-        if attrs.expect(b'c', "expected attribute \"c\"")? != cbind {
-            return Err(ScramError::Malformed(
-                "unexpected channel-binding attribute in client-final-message",
-            ));
-        }
+        scram_plus::check_c(attrs.expect(b'c', "expected attribute \"c\"")?, &gs2)?;
         if attrs.expect(b'r', "expected attribute \"r\"")? != nonce {
             return Err(ScramError::NonceMismatch);
         }
@@ -341,6 +291,7 @@ impl ScramServer {
         Ok(ScramSuccess {
             server_final: format!("v={}", crypto::b64_encode(&server_signature)).into_bytes(),
             client_key,
+            channel_binding: self.binding.in_use(),
         })
     }
 }

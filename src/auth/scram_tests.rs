@@ -7,6 +7,7 @@ use super::channel_binding::Gs2;
 use super::crypto;
 use super::scram::{ScramError, ScramServer};
 use super::scram_client::{SaltedPasswordCache, ScramClient, ScramCredential, ScramKeys};
+use super::scram_plus::ServerBinding;
 use super::secret::ScramSecret;
 
 const SEED: [u8; 32] = [7; 32];
@@ -18,8 +19,9 @@ fn rfc_secret() -> ScramSecret {
     ScramSecret::from_password("pencil", &crypto::b64_decode(RFC_SALT).unwrap(), 4096)
 }
 
+/// A server on a plain connection (no -PLUS offered).
 fn server(secret: Option<ScramSecret>) -> ScramServer {
-    ScramServer::new("user", secret, &SEED)
+    ScramServer::new("user", secret, &SEED, ServerBinding::NotOffered)
 }
 
 /// Runs our client against our server; returns the server's result and the client's verdict.
@@ -40,8 +42,13 @@ fn exchange(
 
 #[test]
 fn rfc7677_exchange_reproduced_exactly() {
-    let mut server =
-        ScramServer::with_server_nonce("user", Some(rfc_secret()), &SEED, RFC_SERVER_NONCE.into());
+    let mut server = ScramServer::with_server_nonce(
+        "user",
+        Some(rfc_secret()),
+        &SEED,
+        ServerBinding::NotOffered,
+        RFC_SERVER_NONCE.into(),
+    );
     let (mut client, client_first) =
         ScramClient::with_nonce("user", RFC_CLIENT_NONCE.into(), Gs2::No);
     assert_eq!(client_first, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO");
@@ -133,7 +140,7 @@ fn mock_exchange_for_unknown_user() {
     );
 
     let server_first = |user: &str, seed: &[u8; 32]| {
-        let mut server = ScramServer::new(user, None, seed);
+        let mut server = ScramServer::new(user, None, seed, ServerBinding::NotOffered);
         let reply = server.handle_client_first(b"n,,n=,r=abc").unwrap();
         let text = String::from_utf8(reply).unwrap();
         let (nonce, rest) = text.split_once(",s=").unwrap();
@@ -164,7 +171,7 @@ fn malformed_client_first() {
     let long = format!("n,,n=,r={}", "x".repeat(1020));
     let cases: &[(&[u8], &str)] = &[
         (b"", "empty"),
-        (b"n=,r=abc", "channel-binding flag"),
+        (b"n=,r=abc", "comma expected"),
         (b"x,,n=,r=abc", "channel-binding flag"),
         (b"p=tls-server-end-point,,n=,r=abc", "channel binding data"),
         (b"n,a=bob,n=,r=abc", "authorization identity"),
@@ -237,7 +244,7 @@ fn malformed_client_final() {
         server.handle_client_final(input.as_bytes()).unwrap_err(),
         ScramError::InvalidProof
     );
-    let mut fresh = ScramServer::new("user", None, &SEED);
+    let mut fresh = ScramServer::new("user", None, &SEED, ServerBinding::NotOffered);
     assert_eq!(
         fresh.handle_client_final(b"c=biws").unwrap_err(),
         ScramError::OutOfOrder
@@ -366,7 +373,7 @@ fn server_final_is_checked() {
     let (mut client, _) = ready();
     let mut impostor = secret.clone();
     impostor.server_key = [0; 32];
-    let mut server = ScramServer::new("user", Some(impostor), &SEED);
+    let mut server = server(Some(impostor));
     let (mut other, first) = ScramClient::new(Gs2::No);
     other
         .handle_server_first(&server.handle_client_first(&first).unwrap())

@@ -12,7 +12,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
 use crate::auth::{
-    cleartext_verify, md5_verify, Md5Outcome, ScramError, ScramServer, ScramSuccess, Secret,
+    cleartext_verify, md5_verify, scram_mechanisms, Md5Outcome, ScramError, ScramServer,
+    ScramSuccess, Secret, ServerBinding,
 };
 use crate::config::AuthMethod;
 use crate::protocol::frontend::{parse_password, parse_sasl_initial};
@@ -26,7 +27,7 @@ pub enum Proof {
     Verified,
     /// SCRAM succeeded: the server-final message still has to be sent, and the
     /// client's ClientKey, with a pg_authid secret, lets the pooler log in to
-    /// PostgreSQL as this user.
+    /// PostgreSQL as this user. `channel_binding` says whether it was -PLUS.
     Scram(ScramSuccess),
 }
 
@@ -172,19 +173,20 @@ async fn scram(
     secret: Option<&Secret>,
     mock_seed: &[u8; 32],
 ) -> Result<Proof, ClientError> {
-    let mut exchange = ScramServer::new(user, secret.and_then(Secret::scram).cloned(), mock_seed);
+    let tls = stream.is_tls();
     let mut out = BytesMut::new();
-    server::auth_sasl(&mut out, &["SCRAM-SHA-256"]);
+    server::auth_sasl(&mut out, scram_mechanisms(tls));
     stream.write_all(&out).await?;
 
     let (body, total) = read_auth_message(stream, buf).await?;
     buf.consume(total);
     let (mechanism, client_first) = parse_sasl_initial(&body)?;
-    if mechanism != "SCRAM-SHA-256" {
-        return Err(ClientError::Protocol(Violation::new(
-            "client selected an invalid SASL authentication mechanism",
-        )));
-    }
+    // Hashed per login from this session's own certificate, only for -PLUS,
+    // as PostgreSQL does: after a SIGHUP, sessions hold different ones.
+    let binding = ServerBinding::select(mechanism, tls, || own_certificate_hash(stream))
+        .map_err(scram_error)?;
+    let secret_scram = secret.and_then(Secret::scram).cloned();
+    let mut exchange = ScramServer::new(user, secret_scram, mock_seed, binding);
     let server_first = exchange
         .handle_client_first(client_first)
         .map_err(scram_error)?;
@@ -202,6 +204,23 @@ async fn scram(
     }
 }
 
+/// The tls-server-end-point hash of the certificate this TLS session
+/// presented (be_tls_get_certificate_hash).
+fn own_certificate_hash(stream: &Stream) -> Result<Vec<u8>, String> {
+    let Stream::Tls(tls) = stream else {
+        return Err("not a TLS connection".into());
+    };
+    let cert = tls
+        .ssl()
+        .certificate()
+        .ok_or("the TLS session has no server certificate")?;
+    crate::tls::channel_binding::server_end_point(cert)
+}
+
 fn scram_error(e: ScramError) -> ClientError {
-    ClientError::Refused(PgError::fatal(e.sqlstate(), e.to_string()))
+    let mut err = PgError::fatal(e.sqlstate(), e.to_string());
+    if let Some(detail) = e.detail() {
+        err = err.with_detail(detail);
+    }
+    ClientError::Refused(err)
 }
