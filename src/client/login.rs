@@ -105,6 +105,7 @@ pub(super) async fn handshake(
 /// login ran SCRAM (a SCRAM secret cannot check an md5 answer).
 fn auth_kind(exchange: Exchange, proof: &Proof) -> AuthKind {
     match (exchange, proof) {
+        (_, Proof::Scram(s)) if s.channel_binding => AuthKind::ScramPlus,
         (_, Proof::Scram(_)) => AuthKind::Scram,
         (Exchange::Trust, _) => AuthKind::Trust,
         (Exchange::Peer, _) => AuthKind::Peer,
