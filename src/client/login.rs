@@ -71,16 +71,22 @@ pub(super) async fn handshake(
     let (user, database) = identify(&startup)?;
     tracing::Span::current().record("user", user.as_str());
     let auth_started = Instant::now();
-    let exchange = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
+    super::cert::check_policy(&snapshot, policy, stream, &user)?;
+    let choice = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
     let proof = authenticate::authenticate(
         stream,
         buf,
-        exchange,
+        choice.exchange,
         &user,
         snapshot.secret(&user),
         pooler.mock_seed(),
     )
     .await?;
+    if let Some(check) = &choice.cn_check {
+        check
+            .run(snapshot.hba.as_deref(), stream, &user, &proof)
+            .await?;
+    }
     timings.auth = auth_started.elapsed();
     Ok(Some(Login {
         snapshot,

@@ -1,0 +1,521 @@
+//! Client certificates toward pgharbor (issue 16 item 3): `tls.ca_file`
+//! with its CRL (a file and a rehashed directory), the front-end policies
+//! `verify-ca` / `verify-full` (with and without `tls.client_cert_map`),
+//! the hba `cert` method (with and without `map=`) and `clientcert=` on a
+//! password method. Each client presents a certificate signed by the
+//! test CA, one by another CA, a revoked one, or none; the outcome is read
+//! from the client side: `SELECT current_user`, PostgreSQL's exact FATAL,
+//! or a failed handshake. psql (libpq's sslcert/sslkey) over TCP, and
+//! tokio-postgres + OpenSSL over the Unix socket, where libpq never uses
+//! TLS. Also the config refusals without `tls.ca_file`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode};
+use tokio_postgres::Client;
+
+use common::clients::{db_err, psql_cmd, DbErr};
+use common::pki::{ClientPki, MAPPED_CN};
+use common::tls::{tls_toml, Certs};
+use common::util::unique_temp_dir;
+use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TEST_DB, TRUST_USER};
+
+/// What a login should come to.
+#[derive(Debug, Clone, PartialEq)]
+enum Want {
+    /// Logged in as this user.
+    User(&'static str),
+    /// FATAL with this SQLSTATE and message.
+    Fatal(&'static str, String),
+    /// The TLS handshake failed; the client's error contains this.
+    Handshake(&'static str),
+}
+
+const NEEDS_CERT: &str = "connection requires a valid client certificate";
+
+fn needs_cert() -> Want {
+    Want::Fatal("28000", NEEDS_CERT.to_string())
+}
+
+fn cert_failed(user: &str) -> Want {
+    Want::Fatal(
+        "28000",
+        format!("certificate authentication failed for user \"{user}\""),
+    )
+}
+
+/// The server certificate, the client PKI and the `[tls]` table that asks
+/// for client certificates against the client CA.
+struct Setup {
+    server: Certs,
+    pki: ClientPki,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        Setup {
+            server: Certs::generate("client-cert"),
+            pki: ClientPki::generate(),
+        }
+    }
+
+    /// `[tls]` with `ca_file`, `crl_file` and these keys.
+    fn tls(&self, keys: &[(&str, &str)]) -> String {
+        let ca = self.pki.path("ca.crt");
+        let crl = self.pki.path("ca.crl");
+        let mut all = vec![("ca_file", ca.as_str()), ("crl_file", crl.as_str())];
+        all.extend_from_slice(keys);
+        tls_toml(Some(&self.server), &all)
+    }
+}
+
+/// Writes pg_hba.conf (and pg_ident.conf) into a fresh directory; the
+/// `[auth]` lines naming them.
+fn auth_files(hba: Option<&str>, ident: Option<&str>) -> String {
+    let dir = unique_temp_dir("client-cert-hba");
+    let mut lines = String::new();
+    if let Some(text) = hba {
+        let p = dir.join("pg_hba.conf");
+        std::fs::write(&p, text).expect("write pg_hba.conf");
+        lines.push_str(&format!("hba_file = \"{}\"\n", p.display()));
+    }
+    if let Some(text) = ident {
+        let p = dir.join("pg_ident.conf");
+        std::fs::write(&p, text).expect("write pg_ident.conf");
+        lines.push_str(&format!("ident_file = \"{}\"\n", p.display()));
+    }
+    lines
+}
+
+/// psql over TCP with `sslmode=require` and, when given, the PKI's
+/// `NAME.crt` / `NAME.key`; HOME points nowhere so libpq finds no
+/// `~/.postgresql/postgresql.crt` of its own.
+fn psql_login(
+    p: &Pooler,
+    pki: &ClientPki,
+    cert: Option<&str>,
+    user: &str,
+    password: Option<&str>,
+) -> Result<String, String> {
+    let mut conninfo = format!(
+        "host=127.0.0.1 port={} user={user} dbname={TEST_DB} sslmode=require",
+        p.port()
+    );
+    if let Some(name) = cert {
+        conninfo.push_str(&format!(
+            " sslcert={} sslkey={}",
+            pki.path(&format!("{name}.crt")),
+            pki.path(&format!("{name}.key"))
+        ));
+    }
+    let out = psql_cmd(&conninfo, password)
+        .env("HOME", "/nonexistent")
+        .args(["-At", "-c", "SELECT current_user"])
+        .output()
+        .expect("run psql");
+    let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(stderr)
+    }
+}
+
+/// Whether a psql outcome is `want` (psql shows the message, not the SQLSTATE).
+fn psql_matches(got: &Result<String, String>, want: &Want) -> bool {
+    match (got, want) {
+        (Ok(user), Want::User(u)) => user == u,
+        (Err(e), Want::Fatal(_, message)) => e.contains(&format!("FATAL:  {message}")),
+        (Err(e), Want::Handshake(why)) => e.contains(why) && !e.contains("FATAL"),
+        _ => false,
+    }
+}
+
+/// An OpenSSL connector that shows the PKI's `NAME` certificate (or none)
+/// and accepts any server certificate (libpq's sslmode=require).
+fn connector(pki: &ClientPki, cert: Option<&str>) -> SslConnector {
+    let mut b = SslConnector::builder(SslMethod::tls_client()).expect("SslConnector");
+    b.set_verify(SslVerifyMode::NONE);
+    if let Some(name) = cert {
+        b.set_certificate_chain_file(pki.path(&format!("{name}.crt")))
+            .expect("client certificate");
+        b.set_private_key_file(pki.path(&format!("{name}.key")), SslFiletype::PEM)
+            .expect("client key");
+    }
+    b.build()
+}
+
+/// tokio-postgres over the pooler's Unix socket with TLS and `cert`.
+async fn socket_login(
+    socket: &Path,
+    pki: &ClientPki,
+    cert: Option<&str>,
+    user: &str,
+) -> Result<Client, tokio_postgres::Error> {
+    let config: tokio_postgres::Config =
+        format!("user={user} dbname={TEST_DB} sslmode=require").parse()?;
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    let ssl = connector(pki, cert)
+        .configure()
+        .expect("ConnectConfiguration");
+    let tls = postgres_openssl::TlsConnector::new(ssl, "localhost");
+    let (client, connection) = config.connect_raw(stream, tls).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// The whole error chain, for handshake failures (the alert is deep in it).
+fn chain(e: &tokio_postgres::Error) -> String {
+    let mut text = format!("{e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+async fn socket_outcome(
+    socket: &Path,
+    pki: &ClientPki,
+    cert: Option<&str>,
+    user: &str,
+) -> Result<String, String> {
+    match socket_login(socket, pki, cert, user).await {
+        Ok(client) => match client.query_one("SELECT current_user::text", &[]).await {
+            Ok(row) => Ok(row.get(0)),
+            Err(e) => Err(chain(&e)),
+        },
+        Err(e) => match db_err(&e) {
+            Some(DbErr { code, message, .. }) => Err(format!("FATAL {code} {message}")),
+            None => Err(chain(&e)),
+        },
+    }
+}
+
+fn socket_matches(got: &Result<String, String>, want: &Want) -> bool {
+    match (got, want) {
+        (Ok(user), Want::User(u)) => user == u,
+        (Err(e), Want::Fatal(code, message)) => e == &format!("FATAL {code} {message}"),
+        // Under TLS 1.3 the client may write its startup packet before the
+        // server's alert arrives, and see the closed socket instead (the
+        // test then reads the reason from the pooler's log).
+        (Err(e), Want::Handshake(why)) => {
+            !e.starts_with("FATAL")
+                && (e.contains(why) || e.contains("Broken pipe") || e.contains("reset by peer"))
+        }
+        _ => false,
+    }
+}
+
+/// The four certificates of the matrix and what each should get under a
+/// setting where the test CA's `trust` certificate is enough.
+fn matrix(good: Want) -> [(Option<&'static str>, Want); 4] {
+    [
+        (Some("trust"), good),
+        (Some("other"), Want::Handshake("unknown ca")),
+        (Some("revoked"), Want::Handshake("certificate revoked")),
+        (None, needs_cert()),
+    ]
+}
+
+#[test]
+fn each_setting_admits_the_test_ca_certificate_only() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let scram = SCRAM_USER.0;
+    let trust_pass = Some("trust_pass");
+    // (what, [tls] keys, hba file, user, password)
+    let settings: Vec<(&str, String, String, &str, Option<&str>)> = vec![
+        (
+            "sslmode=verify-ca",
+            s.tls(&[("sslmode", "verify-ca")]),
+            String::new(),
+            TRUST_USER,
+            None,
+        ),
+        (
+            "sslmode=verify-full",
+            s.tls(&[("sslmode", "verify-full")]),
+            String::new(),
+            TRUST_USER,
+            None,
+        ),
+        (
+            "hba cert",
+            s.tls(&[]),
+            auth_files(Some("hostssl all all 127.0.0.1/32 cert\n"), None),
+            TRUST_USER,
+            None,
+        ),
+        (
+            "hba scram-sha-256 clientcert=verify-ca",
+            s.tls(&[]),
+            auth_files(
+                Some("hostssl all all 127.0.0.1/32 scram-sha-256 clientcert=verify-ca\n"),
+                None,
+            ),
+            TRUST_USER,
+            trust_pass,
+        ),
+    ];
+    for (what, tls, auth, user, password) in settings {
+        let opts = PoolerOpts::default()
+            .auth("trust")
+            .tls(&tls)
+            .auth_toml(&auth);
+        let p = Pooler::start(pg, opts);
+        for (cert, want) in matrix(Want::User(TRUST_USER)) {
+            let got = psql_login(&p, &s.pki, cert, user, password);
+            assert!(
+                psql_matches(&got, &want),
+                "{what}, cert {cert:?}: want {want:?}, got {got:?}"
+            );
+        }
+        // The test CA's certificate for another user is not enough where
+        // the CN is checked.
+        if what != "hba scram-sha-256 clientcert=verify-ca" {
+            let got = psql_login(&p, &s.pki, Some("scram"), TRUST_USER, None);
+            let want = match what {
+                "sslmode=verify-ca" => Want::User(TRUST_USER),
+                _ => cert_failed(TRUST_USER),
+            };
+            assert!(
+                psql_matches(&got, &want),
+                "{what}, CN {scram}: want {want:?}, got {got:?}"
+            );
+        }
+        let log = p.log_text();
+        assert!(
+            log.contains("client certificate verification failed"),
+            "{what}: {log}"
+        );
+        assert!(!log.contains("trust_pass"), "{what}: a secret in the log");
+    }
+}
+
+#[test]
+fn verify_full_maps_the_cn_only_through_a_configured_map() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let ident = "certmap /^(.*)@example\\.com$ \\1\n";
+    let cases = [
+        (
+            "policy, no map",
+            s.tls(&[("sslmode", "verify-full")]),
+            auth_files(None, None),
+            false,
+        ),
+        (
+            "policy, client_cert_map",
+            s.tls(&[("sslmode", "verify-full"), ("client_cert_map", "certmap")]),
+            auth_files(None, Some(ident)),
+            true,
+        ),
+        (
+            "hba cert, no map",
+            s.tls(&[]),
+            auth_files(Some("hostssl all all 127.0.0.1/32 cert\n"), Some(ident)),
+            false,
+        ),
+        (
+            "hba cert map=certmap",
+            s.tls(&[]),
+            auth_files(
+                Some("hostssl all all 127.0.0.1/32 cert map=certmap\n"),
+                Some(ident),
+            ),
+            true,
+        ),
+    ];
+    for (what, tls, auth, mapped) in cases {
+        let p = Pooler::start(
+            pg,
+            PoolerOpts::default()
+                .auth("trust")
+                .tls(&tls)
+                .auth_toml(&auth),
+        );
+        let got = psql_login(&p, &s.pki, Some("mapped"), TRUST_USER, None);
+        let want = if mapped {
+            Want::User(TRUST_USER)
+        } else {
+            cert_failed(TRUST_USER)
+        };
+        assert!(
+            psql_matches(&got, &want),
+            "{what} ({MAPPED_CN}): want {want:?}, got {got:?}"
+        );
+        // With a map, the CN is not a user name of its own.
+        if mapped {
+            let got = psql_login(&p, &s.pki, Some("trust"), TRUST_USER, None);
+            assert!(
+                psql_matches(&got, &cert_failed(TRUST_USER)),
+                "{what}: CN trust_user: {got:?}"
+            );
+        }
+        if !mapped {
+            assert!(
+                p.log_text().contains(MAPPED_CN),
+                "{what}: the refused CN is logged"
+            );
+        }
+    }
+}
+
+#[test]
+fn clientcert_verify_full_on_scram_checks_the_cn_after_the_password() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let (user, password) = SCRAM_USER;
+    let auth = auth_files(
+        Some("hostssl all all 127.0.0.1/32 scram-sha-256 clientcert=verify-full\n"),
+        None,
+    );
+    let p = Pooler::start(pg, PoolerOpts::default().tls(&s.tls(&[])).auth_toml(&auth));
+    let ok = psql_login(&p, &s.pki, Some("scram"), user, Some(password));
+    assert_eq!(ok, Ok(user.to_string()));
+    // Right password, wrong CN: PostgreSQL's auth_failed for the method.
+    let got = psql_login(&p, &s.pki, Some("trust"), user, Some(password));
+    let want = Want::Fatal(
+        "28P01",
+        format!("password authentication failed for user \"{user}\""),
+    );
+    assert!(psql_matches(&got, &want), "{got:?}");
+    let got = psql_login(&p, &s.pki, None, user, Some(password));
+    assert!(psql_matches(&got, &needs_cert()), "{got:?}");
+}
+
+#[test]
+fn the_crl_works_as_a_rehashed_directory_too() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let (ca, crl_dir) = (s.pki.path("ca.crt"), s.pki.path("crldir"));
+    let tls = tls_toml(
+        Some(&s.server),
+        &[
+            ("ca_file", ca.as_str()),
+            ("crl_dir", crl_dir.as_str()),
+            ("sslmode", "verify-ca"),
+        ],
+    );
+    let p = Pooler::start(pg, PoolerOpts::default().auth("trust").tls(&tls));
+    for (cert, want) in matrix(Want::User(TRUST_USER)) {
+        let got = psql_login(&p, &s.pki, cert, TRUST_USER, None);
+        assert!(
+            psql_matches(&got, &want),
+            "cert {cert:?}: want {want:?}, got {got:?}"
+        );
+    }
+    // Without any CRL the revoked certificate is just a valid one.
+    let tls = tls_toml(
+        Some(&s.server),
+        &[("ca_file", ca.as_str()), ("sslmode", "verify-ca")],
+    );
+    let p = Pooler::start(pg, PoolerOpts::default().auth("trust").tls(&tls));
+    let got = psql_login(&p, &s.pki, Some("revoked"), TRUST_USER, None);
+    assert_eq!(got, Ok(TRUST_USER.to_string()));
+}
+
+#[test]
+fn socketsslmode_verify_modes_over_the_unix_socket() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    for mode in ["verify-ca", "verify-full"] {
+        let tls = s.tls(&[("socketsslmode", mode)]);
+        let p = Pooler::start(pg, PoolerOpts::default().auth("trust").tls(&tls));
+        let socket: PathBuf = p.socket_path();
+        let rt = tokio::runtime::Runtime::new().expect("runtime");
+        for (cert, want) in matrix(Want::User(TRUST_USER)) {
+            let got = rt.block_on(socket_outcome(&socket, &s.pki, cert, TRUST_USER));
+            assert!(
+                socket_matches(&got, &want),
+                "{mode}, cert {cert:?}: want {want:?}, got {got:?}"
+            );
+        }
+        let log = p.log_text();
+        for reason in [
+            "unable to get local issuer certificate",
+            "certificate revoked",
+        ] {
+            assert!(
+                log.contains(&format!("reason={reason}")),
+                "{mode}: {reason}: {log}"
+            );
+        }
+        let got = rt.block_on(socket_outcome(&socket, &s.pki, Some("scram"), TRUST_USER));
+        let want = if mode == "verify-ca" {
+            Want::User(TRUST_USER)
+        } else {
+            cert_failed(TRUST_USER)
+        };
+        assert!(
+            socket_matches(&got, &want),
+            "{mode}, CN scram_user: want {want:?}, got {got:?}"
+        );
+    }
+}
+
+#[test]
+fn certificate_settings_without_a_ca_file_are_refused_by_check_and_start_up() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let plain = tls_toml(Some(&s.server), &[]);
+    let (crl, not_a_ca) = (s.pki.path("ca.crl"), s.pki.path("ca.cnf"));
+    let cases = [
+        (
+            tls_toml(Some(&s.server), &[("sslmode", "verify-ca")]),
+            String::new(),
+            "tls.sslmode: \"verify-ca\" needs tls.ca_file".to_string(),
+        ),
+        (
+            tls_toml(Some(&s.server), &[("socketsslmode", "verify-full")]),
+            String::new(),
+            "tls.socketsslmode: \"verify-full\" needs tls.ca_file".to_string(),
+        ),
+        (
+            tls_toml(Some(&s.server), &[("crl_file", crl.as_str())]),
+            String::new(),
+            "tls.crl_file: needs tls.ca_file".to_string(),
+        ),
+        (
+            plain.clone(),
+            auth_files(Some("local all all trust\nhostssl all all all cert\n"), None),
+            "pg_hba.conf:2: client certificates can only be checked if a root certificate store is available (set tls.ca_file)".to_string(),
+        ),
+        (
+            plain,
+            auth_files(Some("hostssl all all all scram-sha-256 clientcert=verify-ca\n"), None),
+            "pg_hba.conf:1: client certificates can only be checked if a root certificate store is available".to_string(),
+        ),
+    ];
+    for (tls, auth, want) in cases {
+        let opts = PoolerOpts::default()
+            .auth("trust")
+            .tls(&tls)
+            .auth_toml(&auth);
+        let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
+        assert_ne!(code, 0, "check accepted it: {out}");
+        assert!(out.contains(&want), "check: want {want:?} in:\n{out}");
+        match Pooler::try_start(pg, opts) {
+            Ok(_) => panic!("start-up accepted {want}"),
+            Err(log) => assert!(log.contains(&want), "start-up: want {want:?} in:\n{log}"),
+        }
+    }
+    // A CA file that is not one fails the acceptor, with PostgreSQL's words.
+    let bogus = tls_toml(
+        Some(&s.server),
+        &[("ca_file", not_a_ca.as_str()), ("sslmode", "verify-ca")],
+    );
+    let opts = PoolerOpts::default().auth("trust").tls(&bogus);
+    let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("tls.ca_file"), "{out}");
+}
