@@ -5,9 +5,10 @@
 //! password method. Each client presents a certificate signed by the
 //! test CA, one by another CA, a revoked one, or none; the outcome is read
 //! from the client side: `SELECT current_user`, PostgreSQL's exact FATAL,
-//! or a failed handshake. psql (libpq's sslcert/sslkey) over TCP, and
-//! tokio-postgres + OpenSSL over the Unix socket, where libpq never uses
-//! TLS. Also the config refusals without `tls.ca_file`.
+//! or a failed handshake. psql (libpq's sslcert/sslkey) and tokio-postgres
+//! + OpenSSL (for the SQLSTATEs) over TCP, tokio-postgres over the Unix
+//! socket, where libpq never uses TLS. Also the config refusals without
+//! `tls.ca_file`, and SIGHUP with a new CA file or a broken CRL.
 
 mod common;
 
@@ -334,4 +335,83 @@ fn certificate_settings_without_a_ca_file_are_refused_by_check_and_start_up() {
     let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
     assert_ne!(code, 0, "{out}");
     assert!(out.contains("tls.ca_file"), "{out}");
+}
+
+/// Rewrites the `key = ...` line of the pooler's config, sends SIGHUP and
+/// waits for the `n`th `marker` in the log.
+fn reload_with(p: &Pooler, key: &str, value: &str, marker: &str, n: usize) {
+    let path = p.config_path();
+    let text = std::fs::read_to_string(path).expect("read config");
+    let prefix = format!("{key} = ");
+    let edited: Vec<String> = text
+        .lines()
+        .map(|l| match l.starts_with(&prefix) {
+            true => format!("{key} = \"{value}\""),
+            false => l.to_string(),
+        })
+        .collect();
+    assert_ne!(edited.join("\n") + "\n", text, "no {key} line in\n{text}");
+    std::fs::write(path, edited.join("\n") + "\n").expect("write config");
+    p.signal(libc::SIGHUP);
+    assert!(
+        p.wait_for_log(marker, n, std::time::Duration::from_secs(10)),
+        "no {n}th {marker:?} after SIGHUP:\n{}",
+        p.log_text()
+    );
+}
+
+#[test]
+fn sighup_rebuilds_the_client_ca_and_keeps_it_when_the_new_crl_is_broken() {
+    let pg = PgCluster::shared();
+    let s = Setup::new();
+    let p = Pooler::start(
+        pg,
+        PoolerOpts::default()
+            .auth("trust")
+            .tls(&s.tls(&[("sslmode", "verify-ca")])),
+    );
+    let login = |cert| psql_login(&p, &s.pki, Some(cert), TRUST_USER, None);
+    assert_eq!(login("trust"), Ok(TRUST_USER.to_string()));
+    assert!(psql_matches(
+        &login("other"),
+        &Want::Handshake("unknown ca")
+    ));
+
+    // The other CA (and no CRL of its own: the test CA's CRL does not
+    // cover it, so crl_file goes too).
+    reload_with(&p, "crl_file", "", "configuration reloaded", 1);
+    reload_with(
+        &p,
+        "ca_file",
+        &s.pki.path("other_ca.crt"),
+        "configuration reloaded",
+        2,
+    );
+    assert_eq!(login("other"), Ok(TRUST_USER.to_string()));
+    assert!(psql_matches(
+        &login("trust"),
+        &Want::Handshake("unknown ca")
+    ));
+
+    // A CRL that cannot be loaded refuses the reload: the acceptor stays.
+    reload_with(
+        &p,
+        "ca_file",
+        &s.pki.path("ca.crt"),
+        "configuration reloaded",
+        3,
+    );
+    let missing = s.pki.path("missing.crl");
+    reload_with(&p, "crl_file", &missing, "reload failed", 1);
+    assert!(
+        p.log_text()
+            .contains("could not load SSL certificate revocation list file"),
+        "{}",
+        p.log_text()
+    );
+    assert_eq!(login("trust"), Ok(TRUST_USER.to_string()));
+    assert!(psql_matches(
+        &login("other"),
+        &Want::Handshake("unknown ca")
+    ));
 }
