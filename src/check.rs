@@ -91,9 +91,19 @@ pub fn run(config: &Config) -> Vec<Finding> {
     }
     if let Some(hba) = &config.auth.hba_file {
         let ident = config.auth.ident_file.as_deref();
-        if let Err(e) = crate::auth::hba::Hba::load(hba, ident) {
-            out.push(Finding::error(format_args!("auth.hba_file: {e}")));
+        match crate::auth::hba::Hba::load(hba, ident) {
+            Ok(rules) => {
+                if let Err(e) = tls::verify::check_hba(&rules, &config.tls) {
+                    out.push(Finding::error(format_args!("auth.hba_file: {e}")));
+                }
+            }
+            Err(e) => out.push(Finding::error(format_args!("auth.hba_file: {e}"))),
         }
+    }
+    if let Err(e) =
+        tls::verify::load_client_cert_map(&config.tls, config.auth.ident_file.as_deref())
+    {
+        out.push(Finding::error(format_args!("auth.ident_file: {e}")));
     }
     if let Some(name) = &config.service.user {
         if let Err(e) = crate::service::privileges::lookup(name) {

@@ -14,7 +14,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::hba::{Hba, HbaError};
+use crate::auth::hba::{Hba, HbaError, IdentMaps};
 use crate::auth::{new_mock_seed, AuthFile};
 use crate::config::Config;
 use crate::pool::{NoPool, Pool, PoolRegistry};
@@ -49,6 +49,8 @@ pub struct Snapshot {
     pub tls_acceptor: Option<Acceptor>,
     /// The parsed `auth.hba_file` (with its ident maps), if one is set.
     pub hba: Option<Arc<Hba>>,
+    /// `auth.ident_file` read for `tls.client_cert_map`, if that is set.
+    pub cert_map: Option<Arc<IdentMaps>>,
     /// When that certificate expires (Unix time), read once per load.
     pub cert_not_after: Option<i64>,
 }
@@ -59,6 +61,7 @@ impl Snapshot {
     pub async fn load(config: Config) -> Result<Snapshot, PoolerError> {
         let auth_file = load_auth_file(&config).await?;
         let hba = load_hba(&config).await?;
+        let cert_map = load_cert_map(&config).await?;
         let tls_acceptor = build_acceptor(&config.tls)?;
         crate::tls::check_databases(&config)?;
         let cert_not_after = tls_acceptor
@@ -69,6 +72,7 @@ impl Snapshot {
             auth_file,
             tls_acceptor,
             hba,
+            cert_map,
             cert_not_after,
         })
     }
@@ -140,7 +144,23 @@ pub async fn load_hba(config: &Config) -> Result<Option<Arc<Hba>>, PoolerError> 
     let loaded = tokio::task::spawn_blocking(move || Hba::load(&hba_file, ident_file.as_deref()))
         .await
         .map_err(|e| PoolerError::AuthFile(e.to_string()))?;
-    Ok(Some(Arc::new(loaded?)))
+    let hba = loaded?;
+    crate::tls::verify::check_hba(&hba, &config.tls)?;
+    Ok(Some(Arc::new(hba)))
+}
+
+/// Loads the ident file for `tls.client_cert_map` off the async workers.
+pub async fn load_cert_map(config: &Config) -> Result<Option<Arc<IdentMaps>>, PoolerError> {
+    if config.tls.client_cert_map.is_none() {
+        return Ok(None);
+    }
+    let (tls, ident_file) = (config.tls.clone(), config.auth.ident_file.clone());
+    let loaded = tokio::task::spawn_blocking(move || {
+        crate::tls::verify::load_client_cert_map(&tls, ident_file.as_deref())
+    })
+    .await
+    .map_err(|e| PoolerError::AuthFile(e.to_string()))?;
+    Ok(loaded?.map(Arc::new))
 }
 
 impl Pooler {

@@ -73,17 +73,22 @@ fn check_refuses_a_policy_that_needs_tls_without_a_certificate() {
 }
 
 #[test]
-fn check_refuses_client_certificate_modes_on_the_front_end() {
+fn check_refuses_client_certificate_modes_without_a_ca_file() {
     let c = Certs::generate("check-verify");
+    let ca = c.ca.display().to_string();
     for key in ["sslmode", "socketsslmode", "loopbacksslmode"] {
         for mode in ["verify-ca", "verify-full"] {
             let (code, out) = check(&tls_toml(Some(&c), &[(key, mode)]));
             assert_ne!(code, 0, "tls.{key} = {mode:?} accepted");
             assert!(
-                out.contains(&format!("tls.{key}"))
-                    && out.contains("client certificates are not supported"),
+                out.contains(&format!("tls.{key}")) && out.contains("needs tls.ca_file"),
                 "tls.{key} = {mode:?}: {out}"
             );
+            let (code, out) = check(&tls_toml(
+                Some(&c),
+                &[(key, mode), ("ca_file", ca.as_str())],
+            ));
+            assert_eq!(code, 0, "tls.{key} = {mode:?} with tls.ca_file: {out}");
         }
     }
 }

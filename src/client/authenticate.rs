@@ -44,6 +44,8 @@ pub enum Exchange {
     ScramSha256,
     /// AuthenticationCleartextPassword.
     Password,
+    /// None: the `cert` method, whose certificate check already passed.
+    Cert,
 }
 
 impl From<AuthMethod> for Exchange {
@@ -84,7 +86,7 @@ pub async fn authenticate(
     mock_seed: &[u8; 32],
 ) -> Result<Proof, ClientError> {
     match method {
-        Exchange::Trust | Exchange::Peer => Ok(Proof::Verified),
+        Exchange::Trust | Exchange::Peer | Exchange::Cert => Ok(Proof::Verified),
         Exchange::Md5 => match secret {
             Some(s @ (Secret::Plain { .. } | Secret::Md5 { .. })) => {
                 md5(stream, buf, user, s).await

@@ -1,10 +1,13 @@
 //! The hba rules at login (`auth.hba_file`): which exchange a connection
-//! gets, the `reject` and no-match refusals in PostgreSQL's words, and
-//! `peer` on the Unix socket. Without an hba file, `auth.method` decides.
+//! gets, the `reject` and no-match refusals in PostgreSQL's words, `peer`
+//! on the Unix socket, and the client-certificate checks of `cert` and
+//! `clientcert=` (in `super::cert`). Without an hba file, `auth.method`
+//! decides.
 
 use std::ffi::CStr;
 
 use super::authenticate::Exchange;
+use super::cert::{self, CnCheck};
 use super::ClientError;
 use crate::auth::hba::{self, ConnFacts, Hba, Method, Rule};
 use crate::listener::{ConnContext, Transport};
@@ -12,17 +15,29 @@ use crate::pooler::Snapshot;
 use crate::protocol::PgError;
 use crate::stream::Stream;
 
+/// What the rules decided for one login.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Choice {
+    /// The exchange to run.
+    pub exchange: Exchange,
+    /// `clientcert=verify-full`'s CN check, run once the exchange passed.
+    pub cn_check: Option<CnCheck>,
+}
+
 /// The exchange `user` on `database` gets over this connection; a peer
-/// check is done here, so it leaves nothing to exchange.
+/// or `cert` check is done here, so it leaves nothing to exchange.
 pub(super) fn choose(
     snapshot: &Snapshot,
     ctx: &ConnContext,
     stream: &Stream,
     user: &str,
     database: &str,
-) -> Result<Exchange, ClientError> {
+) -> Result<Choice, ClientError> {
     let Some(rules) = snapshot.hba.as_deref() else {
-        return Ok(snapshot.config.auth.method.into());
+        return Ok(Choice {
+            exchange: snapshot.config.auth.method.into(),
+            cn_check: None,
+        });
     };
     let tls = stream.is_tls();
     let transport = match (ctx.transport, ctx.peer_ip) {
@@ -52,13 +67,9 @@ pub(super) fn choose(
         method = rule.method.keyword(),
         "hba rule matched"
     );
-    if rule.client_cert.is_some() || rule.method == Method::Cert {
-        return Err(refused(
-            "0A000",
-            "client certificate authentication is not supported by pgharbor yet",
-        ));
-    }
-    Ok(match rule.method {
+    // As PostgreSQL: the certificate's presence before the method.
+    let cn_check = cert::before_method(rule, stream)?;
+    let exchange = match rule.method {
         Method::Trust => Exchange::Trust,
         Method::Md5 => Exchange::Md5,
         Method::ScramSha256 => Exchange::ScramSha256,
@@ -67,11 +78,14 @@ pub(super) fn choose(
             peer(rules, rule, stream, user)?;
             Exchange::Peer
         }
-        // decide() turns reject into a refusal; Cert is refused above.
-        Method::Reject | Method::Cert => {
-            return Err(refused("28000", "connection rejected by the hba rules"))
+        Method::Cert => {
+            cert::cert_method(rules, rule, stream, user)?;
+            Exchange::Cert
         }
-    })
+        // decide() turns reject into a refusal.
+        Method::Reject => return Err(refused("28000", "connection rejected by the hba rules")),
+    };
+    Ok(Choice { exchange, cn_check })
 }
 
 fn refused(code: &'static str, message: &str) -> ClientError {

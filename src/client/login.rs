@@ -77,8 +77,10 @@ pub(super) async fn handshake(
     let (user, database) = identify(&startup)?;
     tracing::Span::current().record("user", user.as_str());
     let auth_started = Instant::now();
-    let exchange = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
-    let needs_secret = !matches!(exchange, Exchange::Trust | Exchange::Peer);
+    super::cert::check_policy(&snapshot, policy, stream, &user)?;
+    let choice = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
+    let exchange = choice.exchange;
+    let needs_secret = !matches!(exchange, Exchange::Trust | Exchange::Peer | Exchange::Cert);
     let looked_up = match snapshot.secret(&user) {
         None if needs_secret => lookup::secret(pooler, &snapshot, &user, &database).await?,
         _ => None,
@@ -87,6 +89,11 @@ pub(super) async fn handshake(
     let proof =
         authenticate::authenticate(stream, buf, exchange, &user, secret, pooler.mock_seed())
             .await?;
+    if let Some(check) = &choice.cn_check {
+        check
+            .run(snapshot.hba.as_deref(), stream, &user, &proof)
+            .await?;
+    }
     timings.auth = auth_started.elapsed();
     let auth = auth_kind(exchange, &proof);
     Ok(Some(Login {
@@ -109,6 +116,7 @@ fn auth_kind(exchange: Exchange, proof: &Proof) -> AuthKind {
         (_, Proof::Scram(_)) => AuthKind::Scram,
         (Exchange::Trust, _) => AuthKind::Trust,
         (Exchange::Peer, _) => AuthKind::Peer,
+        (Exchange::Cert, _) => AuthKind::Cert,
         (Exchange::Md5, _) => AuthKind::Md5,
         (Exchange::Password, _) => AuthKind::Password,
         (Exchange::ScramSha256, _) => AuthKind::Scram,

@@ -2,6 +2,7 @@
 //! give the backend back clean.
 
 mod authenticate;
+mod cert;
 mod error;
 mod hba;
 mod login;

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 mod conninfo;
 mod files;
+mod front_tls;
 pub mod keys;
 mod pool;
 mod raw;
@@ -224,6 +225,16 @@ pub struct TlsConfig {
     pub loopbacksslmode: Option<SslMode>,
     /// Lowest TLS version accepted. Default TLSv1.2.
     pub min_protocol_version: TlsVersion,
+    /// CA certificates client certificates are checked against; when set,
+    /// every TLS client is asked for one.
+    pub ca_file: Option<PathBuf>,
+    /// Revoked client certificates (PEM CRLs), checked with `ca_file`.
+    pub crl_file: Option<PathBuf>,
+    /// A directory of CRLs prepared with `openssl rehash`.
+    pub crl_dir: Option<PathBuf>,
+    /// The `auth.ident_file` map through which a verify-full policy lets a
+    /// certificate's CN log in as a user; `None` = the CN must be the user.
+    pub client_cert_map: Option<String>,
 }
 
 /// TLS protocol versions the front-end acceptor can pin as a minimum.

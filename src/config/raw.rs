@@ -63,6 +63,10 @@ pub(super) struct RawTls {
     pub socketsslmode: Option<String>,
     pub loopbacksslmode: Option<String>,
     pub min_protocol_version: Option<String>,
+    pub ca_file: Option<String>,
+    pub crl_file: Option<String>,
+    pub crl_dir: Option<String>,
+    pub client_cert_map: Option<String>,
 }
 
 /// `[auth]`

@@ -327,13 +327,13 @@ fn auth_errors_name_their_key() {
 }
 
 #[test]
-fn client_certificate_modes_are_refused_with_the_reason() {
+fn client_certificate_modes_without_a_ca_file_are_refused_with_the_reason() {
     for key in ["sslmode", "socketsslmode", "loopbacksslmode"] {
         for mode in ["verify-ca", "verify-full"] {
             let text = format!("[tls]\ncert_file = \"c\"\nkey_file = \"k\"\n{key} = \"{mode}\"\n");
             assert_err(
                 &text,
-                &format!("tls.{key}: \"{mode}\": client certificates are not supported yet (pgharbor does not request or check them)"),
+                &format!("tls.{key}: \"{mode}\" needs tls.ca_file (the CA that signs client certificates)"),
             );
         }
     }

@@ -1,6 +1,6 @@
 //! From the raw file to the validated [`Config`]: defaults, ranges, paths
 //! resolved against the config file's directory, and the cross-key rules
-//! (TLS policy needs a certificate, auth needs an auth file). No I/O.
+//! (auth needs an auth file; `[tls]` has its own file, `front_tls`). No I/O.
 //!
 //! Every error names its dotted key, so `pgharbor check` can point at the
 //! line to fix.
@@ -9,23 +9,17 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
-use super::keys::{self, DefaultValue, Key, Section};
-use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen, RawTls};
+use super::keys::{self, Section};
+use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, LookupConfig, PoolMode, TlsConfig, TlsVersion, FALLBACK_DATABASE,
+    ListenConfig, LookupConfig, PoolMode, TlsVersion, FALLBACK_DATABASE,
 };
 use crate::config::{is_admin_database, SslMode};
 
 /// A `sockaddr_un` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
-
-/// Why verify-ca and verify-full are refused toward clients: the acceptor
-/// neither requests nor checks client certificates yet.
-const NO_CLIENT_CERTS: &str =
-    "client certificates are not supported yet (pgharbor does not request or check them)";
 
 pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigError> {
     let base = path.parent().filter(|p| !p.as_os_str().is_empty());
@@ -35,8 +29,9 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
     };
     // In file order, so the first error reported is the first in the file.
     let listen = listen(raw.listen, &resolve)?;
-    let tls = tls(raw.tls, &resolve)?;
+    let tls = super::front_tls::tls(raw.tls, &resolve)?;
     let auth = auth(raw.auth, &resolve)?;
+    super::front_tls::check_cert_map(&tls, &auth)?;
     let pool = pool::pool(raw.pool)?;
     let metrics_listen = match raw.admin.metrics_listen.as_deref() {
         None | Some("") => None,
@@ -158,88 +153,6 @@ fn socket_mode(text: &str) -> Result<u32, ConfigError> {
             key,
             format!("invalid mode {text:?} (expected an octal string from \"0000\" to \"0777\", e.g. \"0700\")"),
         )),
-    }
-}
-
-fn tls(raw: RawTls, resolve: &impl Fn(String) -> PathBuf) -> Result<TlsConfig, ConfigError> {
-    let cert_file = raw.cert_file.filter(|s| !s.is_empty()).map(resolve);
-    let key_file = raw.key_file.filter(|s| !s.is_empty()).map(resolve);
-    match (&cert_file, &key_file) {
-        (Some(_), None) => {
-            return Err(ConfigError::invalid(
-                "tls.key_file",
-                "required when tls.cert_file is set",
-            ))
-        }
-        (None, Some(_)) => {
-            return Err(ConfigError::invalid(
-                "tls.cert_file",
-                "required when tls.key_file is set",
-            ))
-        }
-        _ => {}
-    }
-    let has_cert = cert_file.is_some();
-    let k = |name: &str| keys::key(Section::Tls, name);
-    let mode = |name: &str, raw: Option<String>| -> Result<SslMode, ConfigError> {
-        let key = k(name)?;
-        match front_end_mode(key, raw, has_cert)? {
-            Some(mode) => Ok(mode),
-            None => default_mode(key, has_cert),
-        }
-    };
-    let sslmode = mode("sslmode", raw.sslmode)?;
-    let socketsslmode = mode("socketsslmode", raw.socketsslmode)?;
-    let loopbacksslmode = front_end_mode(k("loopbacksslmode")?, raw.loopbacksslmode, has_cert)?;
-    let min_protocol_version = k("min_protocol_version")?.choice(raw.min_protocol_version)?;
-    Ok(TlsConfig {
-        cert_file,
-        key_file,
-        sslmode,
-        socketsslmode,
-        loopbacksslmode,
-        min_protocol_version,
-    })
-}
-
-/// The default policy of `key`, which may depend on whether there is a certificate.
-fn default_mode(key: &Key, has_cert: bool) -> Result<SslMode, ConfigError> {
-    let text = match key.default {
-        DefaultValue::Str(s) => s,
-        DefaultValue::IfCertificate { with, .. } if has_cert => with,
-        DefaultValue::IfCertificate { without, .. } => without,
-        _ => {
-            return Err(ConfigError::invalid(
-                key.dotted(),
-                "no default policy in the key table (a bug in pgharbor)",
-            ))
-        }
-    };
-    SslMode::from_str(text).map_err(|e| ConfigError::invalid(key.dotted(), e.to_string()))
-}
-
-/// A front-end policy: a valid sslmode, no client-certificate modes, and a
-/// certificate for every mode that may use TLS.
-fn front_end_mode(
-    key: &Key,
-    raw: Option<String>,
-    has_cert: bool,
-) -> Result<Option<SslMode>, ConfigError> {
-    let key = &key.dotted();
-    let Some(text) = raw else { return Ok(None) };
-    let mode = SslMode::from_str(&text).map_err(|e| ConfigError::invalid(key, e.to_string()))?;
-    match mode {
-        SslMode::VerifyCa | SslMode::VerifyFull => Err(ConfigError::invalid(
-            key,
-            format!("{text:?}: {NO_CLIENT_CERTS}"),
-        )),
-        SslMode::Allow | SslMode::Prefer | SslMode::Require if !has_cert => {
-            Err(ConfigError::invalid(
-                key,
-                format!("{text:?} needs tls.cert_file and tls.key_file"),
-            ))
-        }
-        _ => Ok(Some(mode)),
     }
 }
 

@@ -193,5 +193,4 @@ impl Pool {
         };
         permit.map_err(|_| AcquireError::Closed)
     }
-
 }

@@ -51,6 +51,9 @@ pub enum TlsError {
         /// Why.
         source: Box<TlsError>,
     },
+    /// `tls.ca_file` or the CRLs cannot be used.
+    #[error("{0}")]
+    ClientCa(String),
     /// Certificate and key do not form a usable identity.
     #[error("tls.cert_file/tls.key_file: {0}")]
     Identity(String),
@@ -99,6 +102,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
         TlsVersion::Tls13 => SslVersion::TLS1_3,
     };
     b.set_min_proto_version(Some(min)).map_err(identity)?;
+    super::verify::configure(&mut b, tls)?;
     // libpq never resumes a session, so tickets and a session cache only cost
     // CPU and memory per handshake (TLS 1.3 servers send two tickets by
     // default). PostgreSQL turns both off too.

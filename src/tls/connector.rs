@@ -5,9 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslOptions, SslVerifyMode, SslVersion};
-use openssl::x509::store::X509Lookup;
-use openssl::x509::verify::X509VerifyFlags;
+use openssl::ssl::{SslConnector, SslMethod, SslOptions, SslVerifyMode, SslVersion};
 use openssl::x509::X509;
 
 use super::{client_cert, TlsError};
@@ -280,40 +278,13 @@ fn readable_roots(root: &Path) -> Result<(), TlsError> {
 /// root certificate verifies it. As libpq: a CRL that cannot be loaded is
 /// ignored ("we do not require CRL"), here with a warning.
 fn load_crls(b: &mut openssl::ssl::SslConnectorBuilder, opts: &TlsOptions) -> Result<(), TlsError> {
-    if opts.sslcrl.is_none() && opts.sslcrldir.is_none() {
-        return Ok(());
+    let loaded = super::crl::load(b, opts.sslcrl.as_deref(), opts.sslcrldir.as_deref())
+        .map_err(|e| TlsError::RootCert(e.to_string()))?;
+    if let (Some(Err(e)), Some(file)) = (&loaded.file, &opts.sslcrl) {
+        tracing::warn!(sslcrl = %file.display(), error = %e, "sslcrl not loaded; no CRL check (as libpq)");
     }
-    let store = b.cert_store_mut();
-    let mut loaded = false;
-    if let Some(file) = &opts.sslcrl {
-        let lookup = store
-            .add_lookup(X509Lookup::file())
-            .map_err(|e| TlsError::RootCert(e.to_string()))?;
-        match lookup.load_crl_file(file, SslFiletype::PEM) {
-            Ok(_) => loaded = true,
-            Err(e) => {
-                tracing::warn!(sslcrl = %file.display(), error = %e, "sslcrl not loaded; no CRL check (as libpq)")
-            }
-        }
-    }
-    if let Some(dir) = &opts.sslcrldir {
-        let lookup = store
-            .add_lookup(X509Lookup::hash_dir())
-            .map_err(|e| TlsError::RootCert(e.to_string()))?;
-        match lookup.add_dir(&dir.to_string_lossy(), SslFiletype::PEM) {
-            Ok(()) if dir.is_dir() => loaded = true,
-            Ok(()) => {
-                tracing::warn!(sslcrldir = %dir.display(), "sslcrldir is not a directory; no CRL check (as libpq)")
-            }
-            Err(e) => {
-                tracing::warn!(sslcrldir = %dir.display(), error = %e, "sslcrldir not loaded; no CRL check (as libpq)")
-            }
-        }
-    }
-    if loaded {
-        store
-            .set_flags(X509VerifyFlags::CRL_CHECK | X509VerifyFlags::CRL_CHECK_ALL)
-            .map_err(|e| TlsError::RootCert(e.to_string()))?;
+    if let (Some(Err(e)), Some(dir)) = (&loaded.dir, &opts.sslcrldir) {
+        tracing::warn!(sslcrldir = %dir.display(), error = %e, "sslcrldir not loaded; no CRL check (as libpq)");
     }
     Ok(())
 }

@@ -7,8 +7,10 @@ pub mod alpn;
 pub mod channel_binding;
 mod client_cert;
 pub mod connector;
+mod crl;
 pub mod policy;
 pub mod validity;
+pub mod verify;
 
 pub use acceptor::{build_acceptor, certificate_not_after, Acceptor, TlsError};
 pub use connector::{check_databases, BackendTls};

@@ -8,9 +8,15 @@ use super::{dur, opt, opt_dur, opt_path, Get, Key, Kind};
 use crate::config::tcp::{MAX_KEEPALIVE_COUNT, MAX_KEEPALIVE_SECS};
 use crate::config::{AuthMethod, Keepalive, TlsVersion};
 
-/// The front-end TLS policies: verify-ca and verify-full need client
-/// certificates, which the pooler does not request yet.
-const FRONT_END_SSLMODES: &[&str] = &["disable", "allow", "prefer", "require"];
+/// The front-end TLS policies; verify-ca and verify-full need `tls.ca_file`.
+const FRONT_END_SSLMODES: &[&str] = &[
+    "disable",
+    "allow",
+    "prefer",
+    "require",
+    "verify-ca",
+    "verify-full",
+];
 
 /// The rows, in file order.
 pub(super) const KEYS: &[Key] = &[
@@ -170,6 +176,42 @@ pub(super) const KEYS: &[Key] = &[
         reload: NewLogins,
         doc: "Lowest TLS version a client may negotiate.",
         get: Get::Global(|c| c.tls.min_protocol_version.to_string()),
+    },
+    Key {
+        section: Tls,
+        name: "ca_file",
+        kind: Kind::Path,
+        default: Unset,
+        reload: NewLogins,
+        doc: "PEM CA certificates that sign client certificates; when set, TLS clients are asked for one.",
+        get: Get::Global(|c| opt_path(c.tls.ca_file.as_deref())),
+    },
+    Key {
+        section: Tls,
+        name: "crl_file",
+        kind: Kind::Path,
+        default: Unset,
+        reload: NewLogins,
+        doc: "PEM certificate revocation lists checked against client certificates (needs ca_file).",
+        get: Get::Global(|c| opt_path(c.tls.crl_file.as_deref())),
+    },
+    Key {
+        section: Tls,
+        name: "crl_dir",
+        kind: Kind::Path,
+        default: Unset,
+        reload: NewLogins,
+        doc: "Directory of CRLs prepared with `openssl rehash` (needs ca_file).",
+        get: Get::Global(|c| opt_path(c.tls.crl_dir.as_deref())),
+    },
+    Key {
+        section: Tls,
+        name: "client_cert_map",
+        kind: Kind::Text,
+        default: Unset,
+        reload: NewLogins,
+        doc: "Map of auth.ident_file through which a verify-full policy maps the certificate's CN to the user; unset = CN must equal the user.",
+        get: Get::Global(|c| opt(c.tls.client_cert_map.as_deref())),
     },
     Key {
         section: Auth,
