@@ -216,8 +216,11 @@ async fn login_counters_split_by_transport() {
             client.simple_query("SELECT 1").await.expect("query");
         }
     }
-    let unix = [("transport", "unix"), ("tls", "false")];
-    let tcp = [("transport", "tcp-loopback"), ("tls", "false")];
+    let scram = ("auth", "scram-sha-256");
+    let unix = [("transport", "unix"), ("tls", "false"), scram];
+    let tcp = [("transport", "tcp-loopback"), ("tls", "false"), scram];
+    // Server series carry no client method (an empty label).
+    let server = [("transport", "unix"), ("tls", "false"), ("auth", "")];
     let logins_of = |s: &Scrape, class: &[(&str, &str)]| {
         value(s, "pgharbor_client_logins_total", class).unwrap_or(0.0)
     };
@@ -232,11 +235,11 @@ async fn login_counters_split_by_transport() {
         Some(5.0)
     );
     // The database reaches PostgreSQL over its Unix socket.
-    let connects = value(&s, "pgharbor_server_connects_total", &unix).expect("connects");
+    let connects = value(&s, "pgharbor_server_connects_total", &server).expect("connects");
     assert!((1.0..=5.0).contains(&connects), "{connects}");
     let avoided = value(&s, "pgharbor_backend_handshakes_avoided_total", &[]);
     assert_eq!(avoided, Some(5.0 - connects));
-    let phase = |p| [unix[0], unix[1], ("phase", p)];
+    let phase = |p| [unix[0], unix[1], unix[2], ("phase", p)];
     let tls_time = value(
         &s,
         "pgharbor_client_login_phase_seconds_sum",

@@ -25,19 +25,26 @@ pub struct Pki {
     pub dir: PathBuf,
 }
 
+/// A fresh directory set up for `openssl ca` (its config, index and CRL
+/// number), for a CA whose files are `ca.crt` and `ca.key`.
+fn ca_dir(label: &str) -> PathBuf {
+    let dir = unique_temp_dir(label);
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = testca\n\
+         [testca]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
+         default_md = sha256\ndefault_crl_days = 30\n\
+         certificate = ca.crt\nprivate_key = ca.key\n",
+    )
+    .expect("write ca.cnf");
+    std::fs::write(dir.join("index.txt"), "").expect("index.txt");
+    std::fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+    dir
+}
+
 impl Pki {
     pub fn generate() -> Pki {
-        let dir = unique_temp_dir("pki");
-        std::fs::write(
-            dir.join("ca.cnf"),
-            "[ca]\ndefault_ca = testca\n\
-             [testca]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
-             default_md = sha256\ndefault_crl_days = 30\n\
-             certificate = ca.crt\nprivate_key = ca.key\n",
-        )
-        .expect("write ca.cnf");
-        std::fs::write(dir.join("index.txt"), "").expect("index.txt");
-        std::fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+        let dir = ca_dir("pki");
         let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
         let steps = [
             format!(
@@ -103,17 +110,7 @@ pub struct ClientPki {
 
 impl ClientPki {
     pub fn generate() -> ClientPki {
-        let dir = unique_temp_dir("client-pki");
-        std::fs::write(
-            dir.join("ca.cnf"),
-            "[ca]\ndefault_ca = testca\n\
-             [testca]\ndatabase = index.txt\ncrlnumber = crlnumber\n\
-             default_md = sha256\ndefault_crl_days = 30\n\
-             certificate = ca.crt\nprivate_key = ca.key\n",
-        )
-        .expect("write ca.cnf");
-        std::fs::write(dir.join("index.txt"), "").expect("index.txt");
-        std::fs::write(dir.join("crlnumber"), "01\n").expect("crlnumber");
+        let dir = ca_dir("client-pki");
         let ec = "-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes";
         let ca_ext = "-addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign";
         let mut steps = vec![
