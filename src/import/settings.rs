@@ -104,7 +104,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("client_tls_cert_file", to("tls", "cert_file", Conv::Unset)),
     ("client_tls_key_file", to("tls", "key_file", Conv::Unset)),
     ("client_tls_protocols", to("tls", "min_protocol_version", Conv::TlsProtocols)),
-    ("client_tls_ca_file", none(&[""], "client certificates are not supported")),
+    ("client_tls_ca_file", to("tls", "ca_file", Conv::Unset)),
     ("client_tls_ciphers", none(&["default"], "pgharbor offers OpenSSL's default ciphers")),
     ("client_tls13_ciphers", none(&[""], "pgharbor offers OpenSSL's default TLS 1.3 ciphers")),
     ("client_tls_dheparams", none(&["auto"], "pgharbor uses OpenSSL's default key exchange")),
@@ -237,8 +237,12 @@ pub fn convert(conv: Conv, value: &str) -> Result<Value, String> {
         },
         Conv::AuthType => auth_type(v),
         Conv::ClientSslMode => match v.to_ascii_lowercase().as_str() {
-            m @ ("disable" | "allow" | "prefer" | "require") => Ok(Value::Str(m.into())),
-            "verify-ca" | "verify-full" => Err("client certificates are not supported".into()),
+            m @ ("disable" | "allow" | "prefer" | "require" | "verify-ca") => {
+                Ok(Value::Str(m.into()))
+            }
+            // PgBouncer's verify-full toward clients checks the certificate
+            // only, as verify-ca does; pgharbor's also wants CN = user.
+            "verify-full" => Ok(Value::Str("verify-ca".into())),
             _ => Err(format!("unknown sslmode \"{v}\"")),
         },
         Conv::TlsProtocols => lowest_protocol(v).map(Value::Str),
@@ -351,7 +355,11 @@ mod tests {
             Ok(Value::Str("transaction".into()))
         );
         assert!(convert(Conv::AuthType, "hba").is_err());
-        assert!(convert(Conv::ClientSslMode, "verify-full").is_err());
+        assert_eq!(
+            convert(Conv::ClientSslMode, "verify-full"),
+            Ok(Value::Str("verify-ca".into()))
+        );
+        assert!(convert(Conv::ClientSslMode, "verify-none").is_err());
         assert_eq!(lowest_protocol("secure").as_deref(), Ok("TLSv1.2"));
         assert_eq!(lowest_protocol("tlsv1.3").as_deref(), Ok("TLSv1.3"));
         assert_eq!(lowest_protocol("tlsv1.1,tlsv1.2").as_deref(), Ok("TLSv1.1"));

@@ -378,3 +378,24 @@ fn the_readme_maps_every_key() {
         );
     }
 }
+
+#[test]
+fn client_certificate_settings_carry_over() {
+    let (imported, config) = import_text(
+        "client-certs",
+        "[databases]\napp =\n[pgbouncer]\nauth_type = trust\n\
+         client_tls_sslmode = verify-full\nclient_tls_ca_file = /etc/pgb/ca.crt\n\
+         client_tls_cert_file = /etc/pgb/server.crt\nclient_tls_key_file = /etc/pgb/server.key\n",
+    );
+    // PgBouncer's verify-full checks the certificate only: pgharbor's verify-ca.
+    assert_eq!(config.tls.sslmode, crate::config::SslMode::VerifyCa);
+    assert_eq!(
+        config.tls.ca_file.as_deref(),
+        Some(std::path::Path::new("/etc/pgb/ca.crt"))
+    );
+    let keys = differs(&imported);
+    assert!(
+        !keys.iter().any(|k| k.starts_with("client_tls")),
+        "{keys:?}"
+    );
+}
