@@ -8,6 +8,7 @@ Layout, top-down:
   postgres  the throwaway PostgreSQL, or one that already runs (--pg)
   targets   the target table, the poolers' configs, start/stop, certificates
   workloads the workloads' commands, and one measured run
+  peer, tlsauth  the special login cells: unix-peer; tcp-tls-nocb, tcp-tls-cert
   rounds    the rounds (interleaving, TLS cells, progress), warm-up, idle memory
   report    summary.md's header and log excerpts, outputs and plots
   model     target/transport/workload names, the Run record (raw.csv schema)

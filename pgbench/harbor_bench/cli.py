@@ -18,7 +18,12 @@ from .parse import Endpoint, split_conninfo
 from .util import die
 
 FIXED_WORKLOADS = ("connect", "connect8", "establish", "bulk", "bulkselect")
-ALL_TRANSPORTS = ("unix", "unix-peer", "tcp", "tcp-tls")
+ALL_TRANSPORTS = ("unix", "unix-peer", "tcp", "tcp-tls", "tcp-tls-nocb", "tcp-tls-cert")
+# tcp-tls-nocb / tcp-tls-cert (tlsauth.py): TLS logins without channel binding
+# and by client certificate; after the tcp-tls cells, never in the defaults.
+TLS_AUTH_CELLS = ("tcp-tls-nocb", "tcp-tls-cert")
+# tcp-tls-cert: the role (and client certificate CN) of its logins.
+CERT_USER = "bench_cert"
 # unix-peer: pgbench runs as this OS user, logging in as the role of the same
 # name with peer authentication (no password, no hash, no TLS on the socket).
 PEER_USER = "bench_peer"
@@ -55,6 +60,7 @@ class Settings:
     workloads: List[str] = field(default_factory=list)
     plain_transports: List[str] = field(default_factory=list)
     with_tls: bool = False
+    auth_cells: List[str] = field(default_factory=list)  # of TLS_AUTH_CELLS, after the tcp-tls ones
     certs: List[str] = field(default_factory=list)
     pool_mode: str = "session"
     pool_size: int = 70
@@ -88,7 +94,18 @@ class Settings:
     @property
     def transports(self):
         """The cells' transports: the plain ones, then TLS once per certificate."""
-        return self.plain_transports + ([f"tcp-tls-{c}" for c in self.certs] if self.with_tls else [])
+        return (self.plain_transports + ([f"tcp-tls-{c}" for c in self.certs] if self.with_tls else [])
+                + self.auth_cells)
+
+    @property
+    def cert(self):
+        """Whether the tcp-tls-cert cell runs (so the targets get its CA, role and hba line)."""
+        return "tcp-tls-cert" in self.auth_cells
+
+    @property
+    def hba(self):
+        """Whether the targets' logins come from pg_hba-format rules (a special cell runs)."""
+        return self.peer or self.cert
 
     @property
     def peer(self):
@@ -332,7 +349,8 @@ def resolve(argv):
                         "pgharbor-base": a.baseline_port})
     s.workloads = select_workloads(a.workloads, a.clients)
     picked = pick_list("--transports", a.transports, ALL_TRANSPORTS)
-    s.plain_transports = [t for t in picked if t != "tcp-tls"]
+    s.plain_transports = [t for t in picked if t != "tcp-tls" and t not in TLS_AUTH_CELLS]
+    s.auth_cells = [t for t in picked if t in TLS_AUTH_CELLS]
     s.with_tls = "tcp-tls" in picked
     s.peer_asked = peer_asked
     servers(s, a)

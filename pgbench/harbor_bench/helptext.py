@@ -59,7 +59,24 @@ Transports:
   tcp         host=127.0.0.1 sslmode=disable
   tcp-tls     host=127.0.0.1 sslmode=require, once per certificate kind
               (cells tcp-tls-ecdsa, tcp-tls-rsa); all three targets serve the
-              same certificate, switched by reload between the cells
+              same certificate, switched by reload between the cells. With
+              channel_binding=prefer (libpq's default) pgharbor and
+              PostgreSQL run SCRAM-SHA-256-PLUS there, PgBouncer plain SCRAM
+  tcp-tls-nocb  as tcp-tls-ecdsa plus channel_binding=disable: SCRAM-SHA-256
+              without binding on every target (summary: "TCP + TLS, no
+              channel binding"); only when named, not in the default list
+  tcp-tls-cert  TLS (ECDSA server certificate) and a client certificate
+              instead of a password: a throwaway CA (openssl) signs CN
+              bench_cert, role bench_cert (a member of bench); pgbench gets
+              sslcert=/sslkey= (0600) and no PGPASSWORD. PostgreSQL:
+              ssl_ca_file and `hostssl all bench_cert 127.0.0.1/32 cert`
+              first in pg_hba.conf; pgharbor: tls.ca_file and that line
+              first in auth.hba_file; PgBouncer: client_tls_ca_file,
+              auth_type = hba with that line, bench_cert in auth_file (a
+              password nobody has). With the CA set, every TLS client is
+              asked for a certificate. Both poolers log in to PostgreSQL as
+              bench. Summary: "TCP + TLS + client certificate". Only when
+              named; not with --pg
 
 Targets: PostgreSQL direct, pgharbor, PgBouncer; and on the Unix socket only
 (unix, unix-peer), "pgharbor-notls": a second pgharbor with no [tls] section,
@@ -91,8 +108,9 @@ Options, what to run:
   --clients LIST       client counts of the persistent workloads: each of
                        persistent and tpcb that is selected runs once per count,
                        e.g. --clients 16,64 (default: as --workloads says)
-  --transports LIST    comma-separated subset of unix,unix-peer,tcp,tcp-tls
-                       (default all; txpool: unix,tcp)
+  --transports LIST    comma-separated subset of unix,unix-peer,tcp,tcp-tls,
+                       tcp-tls-nocb,tcp-tls-cert (default unix,unix-peer,tcp,
+                       tcp-tls; txpool: unix,tcp)
   --skip LIST          targets not to run: direct, pgharbor, pgbouncer, notls
                        (the second pgharbor); PgBouncer is then not installed
   --skip-pgbouncer     --skip pgbouncer

@@ -12,7 +12,8 @@ import signal
 import sys
 import tempfile
 
-from . import cli, postgres, procfs, report, rounds, system
+from . import cli, postgres, procfs, report, rounds, system, tlsauth
+from .cli import CERT_USER
 from .model import CSV_HEADER
 from .setup import build, choose_ports, install_missing, pre_estimate, start_pooler_targets
 from .targets import SPECS, Target, restart, stop, tls_info, use_cert
@@ -44,6 +45,8 @@ class Harness:
 
     def add_target(self, name, **kw):
         """Adds NAME, keeping the table's order."""
+        if self.s.cert:
+            kw.setdefault("client_cert", tlsauth.client_cert(self.tmp))
         self.targets[name] = Target(SPECS[name], **kw)
         order = list(SPECS)
         self.targets = dict(sorted(self.targets.items(), key=lambda kv: order.index(kv[0])))
@@ -139,9 +142,13 @@ def copy_binary(h, src, name):
 
 def certificates(h):
     """Self-signed server certificates; every target serves the same one at a time."""
-    for c in h.s.certs:
+    # The tlsauth cells are served the ECDSA certificate, --cert rsa or not.
+    for c in h.s.certs + (["ecdsa"] if h.s.auth_cells and "ecdsa" not in h.s.certs else []):
         say(f"TLS certificate {c} (self-signed {system.CERT_DESC[c]})")
         system.make_cert(c, h.ssl)
+    if h.s.cert:
+        say(f"client CA and client certificate CN={CERT_USER} (ECDSA P-256) for the {tlsauth.CERT} cell")
+        tlsauth.make_pki(h.tmp)
     system.give_to_db(h.pgdir)
 
 

@@ -21,7 +21,8 @@ SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgharbor-base": "pghar
 BASE = "pgharbor-base"
 BASE_BAR = 0.98  # pgharbor / pgharbor-base: a refactor may cost at most noise
 TRANSPORTS = {"unix": "Unix socket", "unix-peer": "Unix socket + peer", "tcp": "TCP plain",
-              "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)"}
+              "tcp-tls-ecdsa": "TCP + TLS (ECDSA P-256)", "tcp-tls-rsa": "TCP + TLS (RSA-2048)",
+              "tcp-tls-nocb": "TCP + TLS, no channel binding", "tcp-tls-cert": "TCP + TLS + client certificate"}
 WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per transaction, 8 clients",
              "establish": "Establishment only (connect, authenticate, disconnect)",
              "persistent": "Persistent select-only, 16 clients", "tpcb": "TPC-B-like, 16 clients",
@@ -34,6 +35,9 @@ LOGINS = ("connect", "connect8", "establish")  # a transaction is a login
 POOLERS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler")
 MODE_TARGETS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls")  # run in --pool-mode
 TLS_PREFIX = "tcp-tls-"
+# TLS cells that differ from tcp-tls-<cert> in the login, not the server
+# certificate (tlsauth.py): the certificate each is served with.
+TLS_AUTH_CERT = {"tcp-tls-nocb": "ecdsa", "tcp-tls-cert": "ecdsa"}
 
 
 def persistent_clients(w):
@@ -45,8 +49,15 @@ def persistent_clients(w):
 
 
 def cert_of(transport):
-    """The certificate kind of a TLS cell ("tcp-tls-rsa" -> "rsa"), else ""."""
+    """The certificate kind of a TLS cell ("tcp-tls-rsa" -> "rsa", "tcp-tls-cert" -> "ecdsa"), else ""."""
+    if transport in TLS_AUTH_CERT:
+        return TLS_AUTH_CERT[transport]
     return transport[len(TLS_PREFIX):] if transport.startswith(TLS_PREFIX) else ""
+
+
+def cert_cell(transport):
+    """A tcp-tls-<cert> cell: TLS with SCRAM as libpq defaults, per server certificate."""
+    return transport.startswith(TLS_PREFIX) and transport not in TLS_AUTH_CERT
 
 
 def _col(fmt=None, quoted=False):

@@ -23,20 +23,24 @@ TRANSPORT = "unix-peer"
 PEER_LINE = f"local all {PEER_USER} peer\n"
 
 
-def postgres_hba(peer):
+def postgres_hba(peer, first=""):
     """The throwaway cluster's pg_hba.conf: the superuser's own socket logins
-    (setting things up) trusted, PEER_USER by peer when the cell runs, SCRAM
-    for every other login."""
-    return ("local all postgres trust\n" + (PEER_LINE if peer else "")
+    (setting things up) trusted, PEER_USER by peer when the cell runs, FIRST
+    (tlsauth's cert line) ahead of the rest, SCRAM for every other login."""
+    return ("local all postgres trust\n" + (PEER_LINE if peer else "") + first
             + "local all all scram-sha-256\nhost all all 127.0.0.1/32 scram-sha-256\n")
 
 
-def pooler_hba(method):
+def pooler_hba(method, peer=True, first=""):
     """pgharbor's hba_file and PgBouncer's auth_hba_file: PEER_USER by peer
-    over the socket, everyone else by METHOD (what [auth] method and
-    auth_type say without the cell) over the socket and TCP, TLS or not."""
-    return (f"# pgbench/run: the {TRANSPORT} cell's clients by peer; every other login by {method}\n"
-            + PEER_LINE + f"local all all {method}\nhost all all 127.0.0.1/32 {method}\n")
+    over the socket (when the cell runs), FIRST (tlsauth's cert line), everyone
+    else by METHOD (what [auth] method and auth_type say without the cells)
+    over the socket and TCP, TLS or not."""
+    cells = [f"the {TRANSPORT} cell's clients by peer"] if peer else []
+    cells += ["the tcp-tls-cert cell's clients by client certificate"] if first else []
+    return (f"# pgbench/run: {'; '.join(cells)}; every other login by {method}\n"
+            + (PEER_LINE if peer else "") + first
+            + f"local all all {method}\nhost all all 127.0.0.1/32 {method}\n")
 
 
 def describe(method):

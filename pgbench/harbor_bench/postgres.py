@@ -12,7 +12,7 @@ import os
 import re
 import secrets
 
-from . import peer, procfs, system
+from . import peer, procfs, system, tlsauth
 from .cli import SCRAM_ITERATIONS
 from .parse import listener_pid, probe_vars, quote_value
 from .util import die, say, scram_secret, warn
@@ -32,12 +32,14 @@ def start_own(h):
         f.write(f"\n# --- pgbench/run ---\nlisten_addresses = '127.0.0.1'\nport = {h.pg_port}\n"
                 f"unix_socket_directories = '{h.pg_sock}'\nmax_connections = {s.max_connections}\n"
                 f"fsync = off\nssl = on\nssl_cert_file = '{h.ssl}/{h.cur_cert}.crt'\n"
-                f"ssl_key_file = '{h.ssl}/{h.cur_cert}.key'\n")
+                f"ssl_key_file = '{h.ssl}/{h.cur_cert}.key'\n"
+                # tcp-tls-cert: the CA of its client certificate (TLS clients are then asked for one).
+                + (f"ssl_ca_file = '{tlsauth.ca_file(h.tmp)}'\n" if s.cert else ""))
     # Every target pays the same client authentication: SCRAM, except the
     # superuser's own socket logins used to set things up, and peer for the
     # unix-peer cell's role.
     with open(f"{data}/pg_hba.conf", "w") as f:
-        f.write(peer.postgres_hba(s.peer))
+        f.write(peer.postgres_hba(s.peer, tlsauth.CERT_LINE if s.cert else ""))
     say(f"starting PostgreSQL on 127.0.0.1:{h.pg_port} and {h.pg_sock}")
     p = system.run([f"{h.pg_bin}/pg_ctl", "-D", data, "-l", f"{pgdir}/postgres.log", "-w", "-t", "60", "-s",
                     "start"], db=True)
@@ -47,7 +49,8 @@ def start_own(h):
         h.pg_pid = int(f.readline())
     password = secrets.token_hex(12)
     h.psql_su(f"CREATE ROLE bench LOGIN;\nALTER ROLE bench PASSWORD '{scram_secret(password, SCRAM_ITERATIONS)}';\n"
-              "CREATE DATABASE bench OWNER bench;\n" + (peer.role_sql() if s.peer else ""))
+              "CREATE DATABASE bench OWNER bench;\n" + (peer.role_sql() if s.peer else "")
+              + (tlsauth.role_sql() if s.cert else ""))
     # The poolers' auth files get the secret as PostgreSQL stores it.
     h.secret = h.psql_su("SELECT rolpassword FROM pg_authid WHERE rolname = 'bench'", at=True)
     if not h.secret.startswith(f"SCRAM-SHA-256${SCRAM_ITERATIONS}:"):
@@ -65,6 +68,10 @@ def start_own(h):
                    "PostgreSQL over its Unix socket, without TLS")
     if s.peer:
         h.auth_desc += "; " + peer.describe(h.auth_method)
+    if s.cert:
+        h.auth_desc += "; " + tlsauth.describe()
+    if tlsauth.NOCB in s.auth_cells:
+        h.auth_desc += "; " + tlsauth.NOCB_DESC
 
 
 def tail(path, n):

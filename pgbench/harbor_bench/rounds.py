@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from . import procfs
+from .model import cert_of
 from .targets import restart, use_cert
 from .util import say, warn
 from .workloads import estimate_tenths, run_one
@@ -42,6 +43,10 @@ def plan(s, targets, current_cert):
                 order = cert_order(s.certs, cur)
                 transports += [f"tcp-tls-{c}" for c in order]
                 cur = order[-1]
+            # The login cells after them (their certificate: ECDSA).
+            transports += s.auth_cells
+            if s.auth_cells:
+                cur = cert_of(s.auth_cells[-1])
             for t in transports:
                 runs = [g.name for g in cell_order(targets, rnd) if g.runs(t, w)]
                 cells.append((rnd, w, t, runs))
@@ -71,8 +76,8 @@ def run_rounds(h, raw):
         if rnd != last_round:
             say(f"round {rnd}/{h.s.rounds}")
             last_round = rnd
-        if t.startswith("tcp-tls-"):
-            use_cert(h, t[len("tcp-tls-"):])
+        if cert_of(t):
+            use_cert(h, cert_of(t))
         for g in runs:
             r = run_one(h, rnd, w, t, g)
             with open(raw, "a") as f:

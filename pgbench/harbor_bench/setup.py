@@ -9,7 +9,7 @@ import re
 import shutil
 import subprocess
 
-from . import peer, procfs, system
+from . import peer, procfs, system, tlsauth
 from .postgres import find_listener, probe_server, probe_transports, tail
 from .targets import SPECS, start_bouncer, start_failure, start_harbor, stop, wait_ready, write_bouncer_config, \
     write_harbor_config, write_pooler_hba
@@ -21,6 +21,7 @@ def install_missing(h):
     (a missing PgBouncer or gnuplot is skipped rather than fatal)."""
     s = h.s
     peer.check_possible(s)
+    tlsauth.check_possible(s)
     inst = system.Installer(s.install)
     pkgs = []
     if h.own_pg and not system.find_pg_bindir():
@@ -90,7 +91,7 @@ def build(h, root):
 def pre_estimate(s):
     """A first estimate in minutes, before installing and building (bulk at
     ~200 MB/s of 96 MB per copy at scale 10)."""
-    ntr = len(s.plain_transports) + (len(s.certs) if s.with_tls else 0)
+    ntr = len(s.plain_transports) + (len(s.certs) if s.with_tls else 0) + len(s.auth_cells)
     npool = ("pgharbor" not in s.skip) + s.with_base + ("pgbouncer" not in s.skip) + bool(s.pooler)
     ntg = npool + ("direct" not in s.skip)
     secs = 0
@@ -169,8 +170,9 @@ def start_pooler_targets(h):
     with open(f"{h.tmp}/userlist.txt", "w") as f:
         f.write(userlist_line(h))
     os.chmod(f"{h.tmp}/userlist.txt", 0o600)
-    if s.peer:
+    if s.hba:
         write_pooler_hba(h, f"{h.tmp}/pgharbor-hba.conf")
+        write_pooler_hba(h, f"{h.tmp}/pgharbor-notls-hba.conf", tls=False)
     if "pgharbor" not in s.skip:
         h.harbor_version = subprocess.run([h.harbor_bin, "--version"], capture_output=True, text=True).stdout.strip()
         say(f"pgharbor on 127.0.0.1:{h.harbor_port} and {h.tmp}/harbor ({s.pool_mode} pooling, TLS: "
@@ -204,11 +206,12 @@ def start_bouncer_target(h):
     say(f"PgBouncer on 127.0.0.1:{h.bouncer_port} and {h.tmp}/pgbouncer ({s.pool_mode} pooling, TLS: "
         f"{h.cur_cert} certificate)")
     b = pool_target(h, "pgbouncer", h.bouncer_port, served(s, "unix", "tcp", "tcp-tls"))
-    if s.peer:
+    if s.hba:
         write_pooler_hba(h, f"{b.sock}/pgbouncer-hba.conf")
     write_bouncer_config(h, h.cur_cert)
     with open(f"{b.sock}/userlist.txt", "w") as f:
-        f.write(userlist_line(h) + (peer.bouncer_userlist_line() if s.peer else ""))
+        f.write(userlist_line(h) + (peer.bouncer_userlist_line() if s.peer else "")
+                + (tlsauth.bouncer_userlist_line() if s.cert else ""))
     os.chmod(f"{b.sock}/userlist.txt", 0o600)
     system.give_to_db(b.sock)
     p = subprocess.run([h.bouncer_bin, "--version"], capture_output=True, text=True)

@@ -9,7 +9,7 @@ and the baseline comparison live in checks.py.
 from collections import defaultdict
 
 from .checks import baseline_table, idle_table, issue3_checks, issue4_checks, issue6_checks
-from .model import (BASE, BULK, LOGINS, POOLERS, SHORT, TARGETS, TLS_PREFIX, TRANSPORTS, num,
+from .model import (BASE, cert_cell, BULK, LOGINS, POOLERS, SHORT, TARGETS, TLS_PREFIX, TRANSPORTS, num,
                     persistent_clients)
 from .stats import (Cells, cpu_field, fmt_pair, fmt_ratio, fmt_tps, median, ordered, spread, subject,
                     target_labels, unit, value, workload_order, workload_short, workload_title)
@@ -22,7 +22,8 @@ class View(Cells):
         super().__init__(rows)
         self.workloads = workload_order([r["workload"] for r in rows])
         self.transports = ordered([r["transport"] for r in rows], TRANSPORTS)
-        self.tls_transports = [t for t in self.transports if t.startswith(TLS_PREFIX)]
+        # Per server certificate (TLS over plain, ECDSA vs RSA); not the login cells of tlsauth.py.
+        self.tls_transports = [t for t in self.transports if cert_cell(t)]
         self.targets = ordered([r["target"] for r in rows], TARGETS)
         self.labels = target_labels(rows)
         self.subj = subject(self.targets)

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from . import peer, procfs, system
-from .cli import PEER_USER
+from . import peer, procfs, system, tlsauth
+from .cli import CERT_USER, PEER_USER
 from .parse import first_match, quote_value, ssl_info, toml_quote
 from .util import die, say, warn
 
@@ -64,26 +64,29 @@ class Target:
     proc: Optional[subprocess.Popen] = None
     binary: str = ""
     failed: str = ""      # why it could not start
+    client_cert: str = ""  # tcp-tls-cert: the client certificate's path without .crt/.key
 
     @property
     def name(self):
         return self.spec.name
 
     def conninfo(self, transport):
-        """The libpq connection string pgbench and psql use (unix-peer: the socket, as PEER_USER)."""
-        user = PEER_USER if transport == peer.TRANSPORT else self.user
+        """The libpq connection string pgbench and psql use (unix-peer: the socket, as PEER_USER;
+        tcp-tls-cert: as CERT_USER with its client certificate; tcp-tls-nocb: channel_binding=disable)."""
+        user = {peer.TRANSPORT: PEER_USER, tlsauth.CERT: CERT_USER}.get(transport, self.user)
         base = (self.extra + " " if self.extra else "") + \
             f"user={quote_value(user)} dbname={quote_value(self.db)}"
         if transport in ("unix", peer.TRANSPORT):
             return f"{base} host={quote_value(self.sock)} port={self.port}"
         mode = "disable" if transport == "tcp" else "require"
-        return f"{base} host={quote_value(self.host)} port={self.port} sslmode={mode}"
+        return (f"{base} host={quote_value(self.host)} port={self.port} sslmode={mode}"
+                + tlsauth.conninfo_extra(transport, self.client_cert))
 
     def env(self, transport=None, **extra):
-        """The client's environment. unix-peer gets no password: a target that
-        asked for one would then fail the login instead of quietly measuring SCRAM."""
+        """The client's environment. unix-peer and tcp-tls-cert get no password: a
+        target that asked for one would then fail the login instead of quietly measuring SCRAM."""
         env = dict(os.environ, PGPASSWORD=self.pw, **extra)
-        if transport == peer.TRANSPORT:
+        if transport in (peer.TRANSPORT, tlsauth.CERT):
             del env["PGPASSWORD"]
         return env
 
@@ -97,6 +100,8 @@ class Target:
         base = "tcp-tls" if transport.startswith("tcp-tls") else transport
         if base not in self.serves:
             return False
+        if transport == tlsauth.CERT and self.spec.kind == "external":
+            return False  # --pooler: its rules and CA are not ours to give bench_cert a cert line
         return workload is None or self.spec.workloads is None or workload in self.spec.workloads
 
     def mode(self, pool_mode):
@@ -139,10 +144,15 @@ def harbor_config(h, name, cert):
         tls = (f'\n[tls]\ncert_file = "{h.ssl}/{cert}.crt"\nkey_file = "{h.ssl}/{cert}.key"\n'
                'sslmode = "prefer"            # TCP clients may use TLS\n'
                'socketsslmode = "disable"     # the Unix socket stays plain\n')
+        if h.s.cert:
+            tls += f'ca_file = "{tlsauth.ca_file(h.tmp)}"  # TLS clients are asked for a certificate\n'
     auth_file = "" if h.auth_method == "trust" else f'auth_file = "{h.tmp}/userlist.txt"'
-    if h.s.peer:
-        # The unix-peer cell: the rules (peer for its role, auth.method's for the rest) replace auth.method.
-        auth = f'[auth]\nhba_file = "{h.tmp}/pgharbor-hba.conf"\n{auth_file}\n'
+    if h.s.hba:
+        # The unix-peer / tcp-tls-cert cells: the rules (peer or cert for their
+        # roles, auth.method's for the rest) replace auth.method. Without [tls]
+        # a cert line is refused, so pgharbor-notls gets the rules without it.
+        hba = "pgharbor-notls-hba.conf" if not cert else "pgharbor-hba.conf"
+        auth = f'[auth]\nhba_file = "{h.tmp}/{hba}"\n{auth_file}\n'
     else:
         auth = f'[auth]\nmethod = "{h.auth_method}"\n{auth_file}\n'
     return (listen + tls + '\n' + auth
@@ -158,15 +168,16 @@ def backend_conninfo(h):
     password= of bench: its clients (role PEER_USER) then share bench's pool,
     one pool per (database, backend user) in both poolers, and the backend
     login does not depend on how the client logged in."""
-    if not h.s.peer:
+    if not h.s.hba:
         return h.backend_kv
     return f"{h.backend_kv} user={quote_value(h.bench_user)} password={quote_value(h.direct.pw)}"
 
 
-def write_pooler_hba(h, path):
-    """The pg_hba-format rules of a pooler in the unix-peer cell (readable by PgBouncer's OS user)."""
+def write_pooler_hba(h, path, tls=True):
+    """The pg_hba-format rules of a pooler in the unix-peer / tcp-tls-cert cells
+    (readable by PgBouncer's OS user); TLS False: no cert line (pgharbor-notls)."""
     with open(path, "w") as f:
-        f.write(peer.pooler_hba(h.auth_method))
+        f.write(peer.pooler_hba(h.auth_method, h.s.peer, tlsauth.CERT_LINE if h.s.cert and tls else ""))
     os.chmod(path, 0o644)
 
 
@@ -203,16 +214,18 @@ def bouncer_config(h, cert):
     """PgBouncer's ini. Connection logging off, as PostgreSQL's and pgharbor's
     are here: logging every login would be charged to PgBouncer's CPU per connection."""
     b = h.targets["pgbouncer"]
-    # The unix-peer cell: auth_type = hba, the rules giving peer to its role and auth_method to the rest.
-    auth = (f"auth_type = hba\nauth_hba_file = {b.sock}/pgbouncer-hba.conf\n" if h.s.peer
+    # The unix-peer / tcp-tls-cert cells: auth_type = hba, the rules giving
+    # peer / cert to their roles and auth_method to the rest.
+    auth = (f"auth_type = hba\nauth_hba_file = {b.sock}/pgbouncer-hba.conf\n" if h.s.hba
             else f"auth_type = {h.auth_method}\n")
+    ca = f"client_tls_ca_file = {tlsauth.ca_file(h.tmp)}\n" if h.s.cert else ""
     return (f"[databases]\n{h.bench_db} = {backend_conninfo(h)}\n\n[pgbouncer]\nlisten_addr = 127.0.0.1\n"
             f"listen_port = {b.port}\nunix_socket_dir = {b.sock}\n{auth}"
             f"auth_file = {b.sock}/userlist.txt\npool_mode = {h.s.pool_mode}\n"
             f"default_pool_size = {h.s.pool_size}\nmax_client_conn = {h.s.max_client_conn}\n"
             f"pidfile = {b.sock}/pgbouncer.pid\nlog_connections = 0\nlog_disconnections = 0\n"
             f"client_tls_sslmode = prefer\nclient_tls_cert_file = {h.ssl}/{cert}.crt\n"
-            f"client_tls_key_file = {h.ssl}/{cert}.key\nserver_tls_sslmode = disable\n")
+            f"client_tls_key_file = {h.ssl}/{cert}.key\n{ca}server_tls_sslmode = disable\n")
 
 
 def write_bouncer_config(h, cert):
