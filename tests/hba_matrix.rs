@@ -11,10 +11,13 @@
 //! under test never judge pgharbor's server connections, only its clients.
 //!
 //! Not covered: `+group` and `samerole` (pgharbor refuses them when it
-//! reads the file: it cannot see role membership), and which method ran
-//! (psql does not show it; tests/hba.rs reads it off the wire).
+//! reads the file: it cannot see role membership). Which method ran is
+//! not shown by psql, so a raw client (hba_matrix_support/wire_probe.rs)
+//! adds rows with the authentication requests it was sent.
 
 mod common;
+#[path = "hba_matrix_support/wire_probe.rs"]
+mod wire_probe;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,13 +27,14 @@ use common::pg::Custom;
 use common::tls::{psql_conninfo, tls_toml, Certs};
 use common::util::unique_temp_dir;
 use common::{Backend, DbEntry, PgCluster, Pooler, PoolerOpts, MD5_USER, SCRAM_USER, TEST_DB};
+use wire_probe::{wire_outcome, WIRE_TRANSPORTS};
 
 /// The database named like a user, so that `sameuser` can match.
 const SAMEUSER_DB: &str = "md5_user";
 const DATABASES: [&str; 3] = [TEST_DB, "postgres", SAMEUSER_DB];
-/// (user, password given to psql). trust_user has no password in
-/// PostgreSQL, so psql gets none: a password rule then ends in libpq's
-/// "no password supplied" on both sides.
+/// (user, password given to the client). trust_user has no password in
+/// PostgreSQL, so the client gets none: a password rule then ends in
+/// libpq's "no password supplied" on both sides.
 const CLIENTS: [(&str, Option<&str>); 4] = [
     ("trust_user", None),
     (SCRAM_USER.0, Some(SCRAM_USER.1)),
@@ -165,6 +169,10 @@ impl Side<'_> {
         self.normalise(&run.stderr)
     }
 
+    fn wire(&self, tcp: Option<bool>, user: &str, password: Option<&str>, db: &str) -> String {
+        wire_outcome(self.socket_dir, self.port, tcp, user, password, db)
+    }
+
     /// The one place texts are made comparable: the two servers differ in
     /// socket directory and port, which psql names in "connection to
     /// server ... failed"; everything else must be equal as it stands.
@@ -203,7 +211,29 @@ fn run_file(file: &'static str, direct: &Side<'_>, pooled: &Side<'_>) -> Vec<Row
             }
         }
     }
+    let mut wire = Vec::new();
+    for (transport, tcp) in WIRE_TRANSPORTS {
+        for (user, password) in CLIENTS {
+            for db in DATABASES {
+                wire.push((transport, tcp, user, password, db));
+            }
+        }
+    }
     std::thread::scope(|s| {
+        let wire_handles: Vec<_> = wire
+            .into_iter()
+            .map(|(transport, tcp, user, password, db)| {
+                s.spawn(move || Row {
+                    file,
+                    transport,
+                    user,
+                    password,
+                    db,
+                    direct: direct.wire(tcp, user, password, db),
+                    pooled: pooled.wire(tcp, user, password, db),
+                })
+            })
+            .collect();
         let handles: Vec<_> = combos
             .into_iter()
             .map(|(transport, sslmode, user, password, db)| {
@@ -220,7 +250,8 @@ fn run_file(file: &'static str, direct: &Side<'_>, pooled: &Side<'_>) -> Vec<Row
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("psql thread"))
+            .chain(wire_handles)
+            .map(|h| h.join().expect("client thread"))
             .collect()
     })
 }
@@ -259,6 +290,12 @@ fn reference_cluster(hba: String) -> PgCluster {
 /// pgharbor with `hba` as its rule file, TLS offered as PostgreSQL's
 /// `ssl = on` offers it (sslmode prefer: the rules decide), the secrets of
 /// `reference` in its userlist, and the shared cluster as its backend.
+///
+/// The userlist mirrors `reference`'s pg_authid exactly: trust_user has
+/// no password there, so it has no entry here. With a plaintext entry for
+/// it, pgharbor answers `host ... md5` for trust_user with an MD5 request
+/// (5) where PostgreSQL, having no secret, asks for SCRAM (10): a
+/// different input, not a different answer.
 fn pooler_for(reference: &PgCluster, hba: &str, certs: &Certs) -> Pooler {
     let dir = unique_temp_dir("hba-matrix");
     let hba_path = dir.join("pg_hba.conf");
@@ -274,12 +311,7 @@ fn pooler_for(reference: &PgCluster, hba: &str, certs: &Certs) -> Pooler {
         })
         .collect();
     let opts = PoolerOpts::default()
-        .userlist(&[
-            (SCRAM_USER.0, &scram),
-            (MD5_USER.0, &md5),
-            // Never sent by psql here (trust_user logs in without one).
-            ("trust_user", "trust_pass"),
-        ])
+        .userlist(&[(SCRAM_USER.0, &scram), (MD5_USER.0, &md5)])
         .databases(databases)
         .tls(&tls_toml(Some(certs), &[("sslmode", "prefer")]))
         .auth_toml(&format!("hba_file = \"{}\"\n", hba_path.display()));
@@ -329,6 +361,29 @@ fn hba_files_transports_and_sslmodes_answer_as_postgresql_does() {
         texts_by_file.insert(*name, text.clone());
     }
 
+    // Equal answers prove little if the matrix never reached an outcome
+    // (e.g. every login failed the same way): PostgreSQL must have given
+    // each of these somewhere.
+    for needle in [
+        "served, TLS",
+        "served, plain",
+        "requests [0], logged in",
+        "requests [3, 0], logged in",
+        "requests [5, 0], logged in",
+        "requests [10, 11, 12, 0], logged in",
+        "28P01: password authentication failed",
+        "no password supplied",
+        "no pg_hba.conf entry",
+        "rejects connection",
+        "SSL encryption",
+        "no encryption",
+    ] {
+        assert!(
+            rows.iter().any(|r| r.direct.contains(needle)),
+            "no combination gave {needle:?} directly:\n{}",
+            table(&rows)
+        );
+    }
     let differ = rows.iter().filter(|r| r.direct != r.pooled).count();
     eprintln!(
         "hba matrix: {} combinations over {} rule files in {:?}",
