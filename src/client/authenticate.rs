@@ -48,6 +48,17 @@ pub enum Exchange {
     Cert,
 }
 
+impl Exchange {
+    /// Whether it checks a secret, so a user the auth file lacks is worth
+    /// looking up (`auth.query`).
+    pub fn checks_secret(self) -> bool {
+        match self {
+            Exchange::Trust | Exchange::Peer | Exchange::Cert => false,
+            Exchange::Md5 | Exchange::ScramSha256 | Exchange::Password => true,
+        }
+    }
+}
+
 impl From<AuthMethod> for Exchange {
     fn from(m: AuthMethod) -> Exchange {
         match m {

@@ -12,6 +12,7 @@ use super::lookup;
 use super::negotiate::{self, Opening};
 use super::session::Session;
 use super::{params, ClientError, ConnContext, LoginTimings};
+use crate::auth::Secret;
 use crate::backend::send_cancel;
 use crate::config::PoolMode;
 use crate::pool::{Lease, Pool};
@@ -80,12 +81,13 @@ pub(super) async fn handshake(
     super::cert::check_policy(&snapshot, policy, stream, &user)?;
     let choice = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
     let exchange = choice.exchange;
-    let needs_secret = !matches!(exchange, Exchange::Trust | Exchange::Peer | Exchange::Cert);
     let looked_up = match snapshot.secret(&user) {
-        None if needs_secret => lookup::secret(pooler, &snapshot, &user, &database).await?,
+        None if exchange.checks_secret() => {
+            lookup::secret(pooler, &snapshot, &user, &database).await?
+        }
         _ => None,
     };
-    let secret = snapshot.secret(&user).or(looked_up.as_deref());
+    let secret = known_secret(&snapshot, &user, &looked_up);
     let proof =
         authenticate::authenticate(stream, buf, exchange, &user, secret, pooler.mock_seed())
             .await?;
@@ -106,6 +108,15 @@ pub(super) async fn handshake(
         looked_up,
         permit,
     }))
+}
+
+/// `user`'s secret: the auth file's, else what `auth.query` found.
+fn known_secret<'a>(
+    snapshot: &'a Snapshot,
+    user: &str,
+    looked_up: &'a Found,
+) -> Option<&'a Secret> {
+    snapshot.secret(user).or(looked_up.as_deref())
 }
 
 /// The method a login went by: what it was offered, or SCRAM when an md5
@@ -177,7 +188,7 @@ pub(super) async fn attach(
             return Err(e.into());
         }
     };
-    let secret = snapshot.secret(&user).or(looked_up.as_deref());
+    let secret = known_secret(&snapshot, &user, &looked_up);
     if let Proof::Scram(success) = &proof {
         pool.lend_client_keys(&user, secret, success);
     }

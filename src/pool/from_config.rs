@@ -180,9 +180,7 @@ impl Pool {
         }
         self.lend_scram_keys(ScramCredential::passthrough(s, success.client_key));
     }
-}
 
-impl Pool {
     /// A secret `auth.query` found for `client_user`: an md5 hash logs
     /// backends of this pool in as it is, when the configuration gave them
     /// nothing better (a SCRAM secret needs a client's keys instead, see

@@ -92,10 +92,7 @@ pub fn psql_login(
     user: &str,
     password: Option<&str>,
 ) -> Result<String, String> {
-    let mut conninfo = format!(
-        "host=127.0.0.1 port={} user={user} dbname={TEST_DB} sslmode=require",
-        p.port()
-    );
+    let mut conninfo = tls_tcp_conninfo(p, user);
     if let Some(name) = cert {
         conninfo.push_str(&format!(
             " sslcert={} sslkey={}",
@@ -193,10 +190,7 @@ pub async fn tcp_outcome(
     user: &str,
     password: Option<&str>,
 ) -> Result<String, String> {
-    let mut conninfo = format!(
-        "host=127.0.0.1 port={} user={user} dbname={TEST_DB} sslmode=require",
-        p.port()
-    );
+    let mut conninfo = tls_tcp_conninfo(p, user);
     if let Some(pw) = password {
         conninfo.push_str(&format!(" password={pw}"));
     }
@@ -252,4 +246,12 @@ pub fn matrix(good: Want) -> [(Option<&'static str>, Want); 4] {
         (Some("revoked"), Want::Handshake("certificate revoked")),
         (None, needs_cert()),
     ]
+}
+
+/// The pooler's TCP listener with TLS required, as `user` on the test database.
+fn tls_tcp_conninfo(p: &Pooler, user: &str) -> String {
+    format!(
+        "host=127.0.0.1 port={} user={user} dbname={TEST_DB} sslmode=require",
+        p.port()
+    )
 }
