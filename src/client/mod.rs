@@ -106,26 +106,34 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
         let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
         let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
-        if let Err(e) = result {
-            let reply = e.to_pg_error();
-            e.log(reply.as_ref());
-            if let Some(err) = reply {
-                let mut out = BytesMut::new();
-                if e.is_pre_v3() {
-                    server::v2_error(&mut out, &err.message);
-                } else {
-                    err.encode(&mut out);
-                }
-                let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
-            }
-        }
-        // TLS gets a close_notify; a plain socket is simply closed on drop.
-        if stream.is_tls() {
-            let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
-        }
+        // Boxed: the task keeps room for its largest state while the client
+        // idles, and the goodbye's timers are only needed at the end.
+        Box::pin(farewell(&mut stream, result)).await;
     }
     .instrument(span)
     .await
+}
+
+/// Tells the client why it is being closed, if it should hear it, and closes
+/// the connection (TLS with a close_notify).
+async fn farewell(stream: &mut Stream, result: Result<(), ClientError>) {
+    if let Err(e) = result {
+        let reply = e.to_pg_error();
+        e.log(reply.as_ref());
+        if let Some(err) = reply {
+            let mut out = BytesMut::new();
+            if e.is_pre_v3() {
+                server::v2_error(&mut out, &err.message);
+            } else {
+                err.encode(&mut out);
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
+        }
+    }
+    // A plain socket is simply closed on drop.
+    if stream.is_tls() {
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+    }
 }
 
 async fn run(
@@ -134,21 +142,40 @@ async fn run(
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
 ) -> Result<(), ClientError> {
+    // Each phase's future is boxed and gone before the next: a task is as
+    // big as its largest state, and an idle client (tens of thousands of
+    // them) should carry neither the login's state nor the relay's.
+    let Some(session) = Box::pin(log_in(stream, buf, ctx, pooler)).await? else {
+        return Ok(());
+    };
+    if session.pool_mode == crate::config::PoolMode::Session {
+        Box::pin(session.relay(stream, buf, pooler)).await
+    } else {
+        Box::pin(txn::serve(session, stream, buf, pooler)).await
+    }
+}
+
+/// Negotiation, authentication and the first backend: the logged-in
+/// session, or None when the connection ended on the way without an error
+/// (a probe, a cancel request, an admin console session that finished).
+async fn log_in(
+    stream: &mut Stream,
+    buf: &mut FrameBuf,
+    ctx: &ConnContext,
+    pooler: &Arc<Pooler>,
+) -> Result<Option<session::Session>, ClientError> {
     // The login timeout covers what the client controls (negotiation and
     // authentication); waiting for a backend is bounded by query_wait_timeout.
     let snapshot = pooler.snapshot();
     let login_timeout = snapshot.config.listen.client_login_timeout;
     let mut timings = LoginTimings::default();
-    // Each phase's future is boxed: a task is as big as its largest state,
-    // and an idle client (tens of thousands of them) should not carry the
-    // login's or the relay's state while it waits.
     let handshake = tokio::time::timeout(
         login_timeout,
         Box::pin(handshake(stream, buf, ctx, pooler, snapshot, &mut timings)),
     );
     let login = match handshake.await {
         Err(_) => Err(ClientError::LoginTimeout),
-        Ok(Ok(None)) => return Ok(()),
+        Ok(Ok(None)) => return Ok(None),
         Ok(Ok(Some(l))) => Ok(l),
         Ok(Err(e)) => Err(e),
     };
@@ -167,25 +194,21 @@ async fn run(
                 &login.user,
                 out,
             );
-            return Ok(Box::pin(console).await?);
+            Box::pin(console).await?;
+            return Ok(None);
         }
         Ok(login) => Box::pin(attach(stream, ctx, pooler, login, &mut timings)).await,
         Err(e) => Err(e),
     };
-    let session = match session {
-        Ok(s) => s,
+    match session {
+        Ok(s) => Ok(Some(s)),
         Err(e) => {
             // A refused login counts; a client that vanished or a probe does not.
             if e.to_pg_error().is_some() {
                 let class = Class::client(ctx.transport, stream.is_tls(), None);
                 pooler.stats.client_failed(class);
             }
-            return Err(e);
+            Err(e)
         }
-    };
-    if session.pool_mode == crate::config::PoolMode::Session {
-        Box::pin(session.relay(stream, buf, pooler)).await
-    } else {
-        Box::pin(txn::serve(session, stream, buf, pooler)).await
     }
 }

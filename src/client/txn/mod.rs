@@ -64,9 +64,11 @@ pub(super) async fn serve(
     // A followed parameter must be one the server reports: the pooler
     // learns a client's SET of it from ParameterStatus. A SET of any other
     // parameter (even one listed in track_parameters) pins instead.
-    let reported: Vec<String> = params.iter().map(|(k, _)| k.to_string()).collect();
+    // The names as of login, shared with the login's set rather than
+    // copied: thousands of idle clients each kept a dozen strings here.
+    let reported = Arc::clone(&params);
     let tracked = |name: &str| {
-        config.pool.is_tracked(name) && reported.iter().any(|r| r.eq_ignore_ascii_case(name))
+        config.pool.is_tracked(name) && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
     };
     let mut statements = ClientStatements::default();
     let mut settings = ClientSettings::new(extras);
