@@ -15,6 +15,7 @@ pub mod settings;
 pub mod statements;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
@@ -22,13 +23,15 @@ use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
 use super::stop::Stop;
 use super::{ClientError, Meter, RelayEnd};
-use crate::backend::Departure;
+use crate::backend::{Departure, ParamSet};
 use crate::config::PoolMode;
+use crate::pool::{Lease, Pool};
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
+use crate::protocol::sql::Strings;
 use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
-use crate::registry::ClientState;
+use crate::registry::{CancelKey, ClientEntry, ClientState};
 use crate::stats::Class;
 use crate::stream::{fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};
@@ -45,7 +48,7 @@ pub(super) async fn serve(
     let Session {
         pool_mode,
         mut lease,
-        mut params,
+        params,
         extras,
         cancel_key,
         _permit,
@@ -70,62 +73,151 @@ pub(super) async fn serve(
     let tracked = |name: &str| {
         config.pool.is_tracked(name) && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
     };
-    let mut statements = ClientStatements::default();
-    let mut settings = ClientSettings::new(extras);
-    let mut strings = relay::client_strings(Some(&params));
-    let mut rewriter = Rewriter {
-        registry: &pooler.statements,
-        manage: config.pool.max_prepared_statements > 0,
-        budget: config.pool.prepared_statement_bytes,
-        client_budget: config.pool.prepared_statement_bytes_per_client,
-        tracked: &tracked,
-    };
-    let idle_tx_timeout = Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero());
-    let max_prepared = config.pool.max_prepared_statements;
     let watch = Stop::new(pooler.terminate_token(), &pool, &entry);
     // One watch for the client's whole life, instead of a fresh
     // cancellation future (a waiter registration) per transaction.
     let stop = watch.stopped();
     tokio::pin!(stop);
-    let client_class = Class::client(transport, stream.is_tls(), Some(auth));
-    let mut meter: Option<Meter<'_>> = None;
-    let mut scan = Scanner::new();
-    let mut pin: Option<Pin> = None;
+    let mut client = Between {
+        pooler,
+        pool: &pool,
+        entry: &entry,
+        cancel_key: &cancel_key,
+        database: &database,
+        client_class: Class::client(transport, stream.is_tls(), Some(auth)),
+        client_id,
+        statement_mode: pool_mode == PoolMode::Statement,
+        idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
+        max_prepared: config.pool.max_prepared_statements,
+        tracked: &tracked,
+        rewriter: Rewriter {
+            registry: &pooler.statements,
+            manage: config.pool.max_prepared_statements > 0,
+            budget: config.pool.prepared_statement_bytes,
+            client_budget: config.pool.prepared_statement_bytes_per_client,
+            tracked: &tracked,
+        },
+        strings: relay::client_strings(Some(&params)),
+        params,
+        settings: ClientSettings::new(extras),
+        statements: ClientStatements::default(),
+        meter: None,
+        scan: Scanner::new(),
+        pin: None,
+    };
     let mut transactions: u64 = 0;
     let end = loop {
-        let mut held = match lease.take() {
+        if lease.is_none() {
+            entry.set(ClientState::Idle, None);
+            match Box::pin(wait_for_client(stream, buf, &client.scan, stop.as_mut())).await {
+                Waited::Message => {}
+                Waited::End(e) => break e,
+            }
+            if client.answer_ahead(stream, buf).await? {
+                continue;
+            }
+        }
+        match client
+            .transaction(lease.take(), stream, buf, stop.as_mut())
+            .await?
+        {
+            TxnEnd::Idle => transactions += 1,
+            TxnEnd::Ended(end) => break end,
+        }
+    };
+    if let Some(m) = client.meter.as_mut() {
+        m.flush(None);
+    }
+    entry.set(ClientState::Closing, None);
+    tracing::info!(
+        user = %user,
+        database = %database,
+        transactions,
+        pinned = client.pin.take().map(Pin::describe),
+        end = ?end,
+        "client session ended"
+    );
+    let stopped = watch.is_stopped();
+    super::session::end_result(end, stopped)
+}
+
+/// What a transaction-mode client keeps between transactions, which each
+/// transaction on a backend reads and updates.
+struct Between<'p, 'x> {
+    pooler: &'p Arc<Pooler>,
+    pool: &'p Arc<Pool>,
+    entry: &'p ClientEntry,
+    cancel_key: &'p CancelKey,
+    database: &'p str,
+    client_class: Class,
+    client_id: u64,
+    statement_mode: bool,
+    idle_tx_timeout: Option<Duration>,
+    max_prepared: usize,
+    tracked: &'x (dyn Fn(&str) -> bool + Sync),
+    rewriter: Rewriter<'x>,
+    /// The parameters the client was shown, kept current by the relay.
+    params: Arc<ParamSet>,
+    settings: ClientSettings,
+    statements: ClientStatements,
+    strings: Strings,
+    meter: Option<Meter<'p>>,
+    scan: Scanner,
+    /// Why the client holds its backend for good, once it does.
+    pin: Option<Pin>,
+}
+
+impl Between<'_, '_> {
+    /// Answers a batch of Parses the client's statements already cover
+    /// without a backend; true when it did.
+    async fn answer_ahead(
+        &mut self,
+        stream: &mut Stream,
+        buf: &mut FrameBuf,
+    ) -> Result<bool, ClientError> {
+        // Only a batch that starts with a Parse may be answered here.
+        let parse_first = buf.readable().first() == Some(&fe::PARSE);
+        if !(self.rewriter.manage && parse_first && self.scan.at_boundary()) {
+            return Ok(false);
+        }
+        let ahead = ahead::Ahead {
+            registry: &self.pooler.statements,
+            client_budget: self.rewriter.client_budget,
+            strings: self.strings,
+            tracked: self.tracked,
+        };
+        let mut out = bytes::BytesMut::new();
+        let Some(n) = ahead.answer(buf.readable(), &mut self.statements, &mut out) else {
+            return Ok(false);
+        };
+        buf.consume(n);
+        stream.write_all(&out).await?;
+        Ok(true)
+    }
+
+    /// Runs the client's traffic on a backend (`held`, or one checked out
+    /// now) until the backend may go back, and gives it back.
+    async fn transaction(
+        &mut self,
+        held: Option<Lease>,
+        stream: &mut Stream,
+        buf: &mut FrameBuf,
+        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
+    ) -> Result<TxnEnd, ClientError> {
+        let mut held = match held {
             Some(l) => l,
             None => {
-                entry.set(ClientState::Idle, None);
-                match Box::pin(wait_for_client(stream, buf, &scan, stop.as_mut())).await {
-                    Waited::Message => {}
-                    Waited::End(e) => break e,
-                }
-                // Only a batch that starts with a Parse may be answered here.
-                let parse_first = buf.readable().first() == Some(&fe::PARSE);
-                if rewriter.manage && parse_first && scan.at_boundary() {
-                    let ahead = ahead::Ahead {
-                        registry: &pooler.statements,
-                        client_budget: config.pool.prepared_statement_bytes_per_client,
-                        strings,
-                        tracked: &tracked,
-                    };
-                    let mut out = bytes::BytesMut::new();
-                    if let Some(n) = ahead.answer(buf.readable(), &mut statements, &mut out) {
-                        buf.consume(n);
-                        stream.write_all(&out).await?;
-                        continue;
-                    }
-                }
-                entry.set(ClientState::WaitingForBackend, None);
+                self.entry.set(ClientState::WaitingForBackend, None);
                 // No application_name hint: a backend opened with one client's
                 // name would give it back to another client's RESET.
                 let acquired = tokio::select! {
-                    l = Box::pin(pool.acquire(&entry, None)) => l,
-                    why = stop.as_mut() => break RelayEnd::BackendGone(why.into()),
+                    l = Box::pin(self.pool.acquire(self.entry, None)) => l,
+                    why = stop.as_mut() => return Ok(TxnEnd::Ended(RelayEnd::BackendGone(why.into()))),
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
-                if let Err(e) = settings::sync(l.backend(), (&params, &settings), &tracked) {
+                if let Err(e) =
+                    settings::sync(l.backend(), (&self.params, &self.settings), self.tracked)
+                {
                     l.backend().ledger().break_with(e.to_string());
                     l.finish(Departure::SessionOver { keeps_state: true });
                     return Err(ClientError::Backend(e));
@@ -136,35 +228,39 @@ pub(super) async fn serve(
         held.backend()
             .ledger()
             .prepared()
-            .set_capacity(max_prepared);
+            .set_capacity(self.max_prepared);
         let backend_id = held.backend().id();
-        entry.set(ClientState::Active, Some(backend_id));
-        cancel_key.slot.set(Some(held.backend().cancel().clone()));
-        let meter = meter.get_or_insert_with(|| {
+        self.entry.set(ClientState::Active, Some(backend_id));
+        self.cancel_key
+            .slot
+            .set(Some(held.backend().cancel().clone()));
+        let meter = self.meter.get_or_insert_with(|| {
             Meter::new(
-                &pooler.stats,
-                [client_class, held.backend().class()],
-                &database,
+                &self.pooler.stats,
+                [self.client_class, held.backend().class()],
+                self.database,
             )
         });
         meter.assigned(held.waited());
         let mode = Mode {
-            release_at_idle: pin.is_none(),
-            statement: pool_mode == PoolMode::Statement,
-            idle_tx_timeout,
-            rewriter: Some(&mut rewriter),
-            client_params: Some(&mut params),
-            client_id,
-            statements: &mut statements,
-            strings,
+            release_at_idle: self.pin.is_none(),
+            statement: self.statement_mode,
+            idle_tx_timeout: self.idle_tx_timeout,
+            rewriter: Some(&mut self.rewriter),
+            client_params: Some(&mut self.params),
+            client_id: self.client_id,
+            statements: &mut self.statements,
+            strings: self.strings,
         };
         let (end, left) = {
             let (mut cr, mut cw) = stream.split();
-            // Boxed: an idle client's task should not carry the relay's state.
+            // Boxed, as the checkout above: an idle client's task should
+            // not carry their state, and boxing the whole transaction
+            // instead would copy both into the box each time.
             let r = Box::pin(relay::relay(
                 (&mut cr, &mut cw),
                 buf,
-                &mut scan,
+                &mut self.scan,
                 held.backend(),
                 meter,
                 mode,
@@ -176,44 +272,25 @@ pub(super) async fn serve(
         };
         // From here a cancel with this client's key reaches nothing; one
         // already on its way holds the backend back (see Link::hand_off).
-        cancel_key.slot.set(None);
-        settings.commit(&left.settings);
-        strings = left.strings;
-        if pin.is_none() {
+        self.cancel_key.slot.set(None);
+        self.settings.commit(&left.settings);
+        self.strings = left.strings;
+        if self.pin.is_none() {
             if let Some(p) = left.pin {
                 tracing::info!(
                     backend = backend_id,
                     reason = p.describe(),
                     "client pinned to its server connection"
                 );
-                pin = Some(p);
+                self.pin = Some(p);
             }
         }
-        match end {
-            TxnEnd::Idle => {
-                transactions += 1;
-                held.finish(Departure::BetweenTransactions);
-            }
-            TxnEnd::Ended(end) => {
-                held.finish(departure(&end, pin.is_some()));
-                break end;
-            }
+        match &end {
+            TxnEnd::Idle => held.finish(Departure::BetweenTransactions),
+            TxnEnd::Ended(why) => held.finish(departure(why, self.pin.is_some())),
         }
-    };
-    if let Some(m) = meter.as_mut() {
-        m.flush(None);
+        Ok(end)
     }
-    entry.set(ClientState::Closing, None);
-    tracing::info!(
-        user = %user,
-        database = %database,
-        transactions,
-        pinned = pin.map(Pin::describe),
-        end = ?end,
-        "client session ended"
-    );
-    let stopped = watch.is_stopped();
-    super::session::end_result(end, stopped)
 }
 
 /// What the client did while it held no backend.
