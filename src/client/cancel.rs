@@ -23,7 +23,7 @@ use crate::registry::fleet::Route;
 const PEER_CLOSE_LIMIT: Duration = CANCEL_CONFIRM_LIMIT.saturating_add(Duration::from_secs(1));
 
 /// Serves one CancelRequest; unknown keys are dropped silently, as
-/// PostgreSQL does, and keys of unknown instances with a log line.
+/// PostgreSQL does, and keys of instances [peers] lacks with a log line.
 pub(super) async fn serve(pooler: &Pooler, pid: i32, secret: i32) {
     match pooler.cancels.route(secret) {
         Route::Local(secret) => cancel_local(pooler, pid, secret).await,
@@ -42,7 +42,10 @@ pub(super) async fn serve(pooler: &Pooler, pid: i32, secret: i32) {
             instance = %to,
             "cancel request dropped: it was forwarded too often (do the fleet's [peers] tables agree?)"
         ),
-        Route::Unowned => tracing::info!("cancel request with a key of no instance (id 0) dropped"),
+        // As any unknown key: probes send such keys, and PostgreSQL does not log them either.
+        Route::Unowned => {
+            tracing::debug!("cancel request with a key of no instance (id 0) dropped")
+        }
     }
 }
 
