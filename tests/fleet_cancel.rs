@@ -249,6 +249,31 @@ fn unknown_dead_and_silent_peers_cost_a_cancel_nothing_more() {
         QUICK
     ));
     assert!(one.wait_for_log("it was forwarded too often", 1, QUICK));
+    // Malformed CancelRequests (short, and a protocol 3.2 key of 32 bytes,
+    // which pgharbor never hands out) are closed without being forwarded.
+    let mut long = 44u32.to_be_bytes().to_vec();
+    long.extend_from_slice(&common::wire::CANCEL_REQUEST_CODE.to_be_bytes());
+    long.extend_from_slice(&pid.to_be_bytes());
+    long.extend(with_owner(secret, 2, 3).to_be_bytes());
+    long.extend([7u8; 28]);
+    let short = cancel_packet(pid, with_owner(secret, 2, 3))[..12]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| if i == 3 { 12 } else { *b })
+        .collect::<Vec<u8>>();
+    for packet in [long, short] {
+        let mut c = RawConn::connect(&shared);
+        c.send(&packet).expect("send");
+        // PostgreSQL's answer to a bad length: FATAL 08P01, then the close.
+        let replies = c.read_until_close(QUICK);
+        assert_eq!(replies.last(), Some(&Reply::Closed), "{replies:?}");
+        let codes: Vec<String> = replies
+            .iter()
+            .filter_map(|r| r.error())
+            .map(|e| e.code)
+            .collect();
+        assert!(codes.iter().all(|c| c == "08P01"), "{codes:?}");
+    }
     // A dead peer: the connect fails, the cancel connection closes.
     cancel_and_wait_close(&shared, pid, with_owner(secret, 3, 3), QUICK);
     assert!(one.wait_for_log("could not forward cancel request to the peer", 1, QUICK));
@@ -276,6 +301,12 @@ fn unknown_dead_and_silent_peers_cost_a_cancel_nothing_more() {
     got.read_exact(&mut bytes)
         .expect("16 bytes of CancelRequest");
     assert_eq!(bytes.to_vec(), cancel_packet(pid, with_owner(secret, 2, 2)));
+    // And nothing else was forwarded there (not the malformed ones).
+    silent.set_nonblocking(true).expect("nonblocking");
+    assert!(
+        silent.accept().is_err(),
+        "a second connection reached the silent peer"
+    );
 
     // None of it touched the query; its own key still cancels it.
     cancel_and_wait_close(&shared, pid, secret, QUICK);
