@@ -26,9 +26,13 @@ use crate::config::InstanceId;
 /// cancel that lands on a host's shared port, is sent to another host's
 /// shared port and from there to the instance (PgBouncer allows three).
 pub const HOPS: u8 = 3;
-/// Where the hop counter sits in byte 1 of the secret.
+/// The byte of the secret that holds the instance id.
+const ID_BYTE: usize = 0;
+/// The byte of the secret whose top bits hold the hop counter.
+const HOPS_BYTE: usize = 1;
+/// Where the hop counter sits in its byte.
 const HOPS_SHIFT: u32 = 6;
-/// The bits of byte 1 that are the hop counter.
+/// The bits of its byte that are the hop counter.
 const HOPS_MASK: u8 = 0b1100_0000;
 
 /// What an instance does with a CancelRequest's key.
@@ -57,8 +61,13 @@ pub fn mark(me: Option<InstanceId>, random: u32) -> i32 {
         return random as i32;
     };
     let mut b = random.to_be_bytes();
-    b[0] = me.get();
-    b[1] = (b[1] & !HOPS_MASK) | (HOPS << HOPS_SHIFT);
+    b[ID_BYTE] = me.get();
+    with_hops(b, HOPS)
+}
+
+/// The secret `b` with `hops` in its hop counter.
+fn with_hops(mut b: [u8; 4], hops: u8) -> i32 {
+    b[HOPS_BYTE] = (b[HOPS_BYTE] & !HOPS_MASK) | (hops << HOPS_SHIFT);
     i32::from_be_bytes(b)
 }
 
@@ -67,29 +76,22 @@ pub fn route(me: Option<InstanceId>, secret: i32) -> Route {
     let Some(me) = me else {
         return Route::Local(secret);
     };
-    let mut b = secret.to_be_bytes();
-    let hops = (b[1] & HOPS_MASK) >> HOPS_SHIFT;
-    let Some(owner) = InstanceId::new(b[0]) else {
+    let b = secret.to_be_bytes();
+    let hops = (b[HOPS_BYTE] & HOPS_MASK) >> HOPS_SHIFT;
+    let Some(owner) = InstanceId::new(b[ID_BYTE]) else {
         return Route::Unowned;
     };
     if owner == me {
         // Ours, maybe back from a detour: compare it as it was issued.
-        b[1] |= HOPS_MASK;
-        return Route::Local(i32::from_be_bytes(b));
+        return Route::Local(with_hops(b, HOPS));
     }
-    if hops == 0 {
-        return Route::Exhausted(owner);
+    match hops.checked_sub(1) {
+        Some(left) => Route::Forward {
+            to: owner,
+            secret: with_hops(b, left),
+        },
+        None => Route::Exhausted(owner),
     }
-    b[1] = (b[1] & !HOPS_MASK) | ((hops - 1) << HOPS_SHIFT);
-    Route::Forward {
-        to: owner,
-        secret: i32::from_be_bytes(b),
-    }
-}
-
-/// The instance id a secret names, for logs (`None`: id 0).
-pub fn owner(secret: i32) -> Option<InstanceId> {
-    InstanceId::new(secret.to_be_bytes()[0])
 }
 
 #[cfg(test)]
@@ -114,7 +116,6 @@ mod tests {
             assert_eq!(b[1] >> 6, HOPS, "{secret:#x}");
             assert_eq!(b[1] & 0x3f, random.to_be_bytes()[1] & 0x3f);
             assert_eq!(&b[2..], &random.to_be_bytes()[2..]);
-            assert_eq!(owner(secret), Some(id(me)));
             assert_eq!(route(Some(id(me)), secret), Route::Local(secret));
         }
     }
