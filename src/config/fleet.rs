@@ -118,15 +118,18 @@ fn peer(key: &str, conninfo: &str) -> Result<Peer, ConfigError> {
     if info.hosts.len() != 1 {
         return Err(ConfigError::invalid(key, "a peer has exactly one host"));
     }
-    let extra = info.dbname.is_some()
-        || info.user.is_some()
-        || info.password.is_some()
-        || !info.extra.is_empty();
-    if extra {
+    // Anything besides the host and the timeout (a database, a user, TLS
+    // or keepalive keywords) would be given and have no effect.
+    let bare = ConnInfo {
+        hosts: info.hosts.clone(),
+        connect_timeout: info.connect_timeout,
+        ..ConnInfo::default()
+    };
+    if bare != info {
         return Err(ConfigError::invalid(
             key,
             "a peer takes host (or hostaddr), port and connect_timeout only: a cancel request \
-             carries no database, user or password",
+             carries no database, user or password, and goes to a peer in plain text",
         ));
     }
     Ok(Peer {
@@ -152,9 +155,14 @@ mod tests {
         let raw = table(&[
             ("1", "host=/run/pgh1 port=6432"),
             ("2", "host=127.0.0.2 port=6433 connect_timeout=5"),
+            ("3", "postgresql://127.0.0.3:6434"),
         ]);
         let got = peers(raw, InstanceId::new(1)).unwrap();
-        assert_eq!(got.len(), 1);
+        assert_eq!(got.len(), 2);
+        assert_eq!(
+            got[&InstanceId::new(3).unwrap()].host.describe(),
+            "127.0.0.3:6434"
+        );
         let two = &got[&InstanceId::new(2).unwrap()];
         assert_eq!(two.host.host, BackendHost::Tcp("127.0.0.2".into()));
         assert_eq!(two.host.port, 6433);
