@@ -170,13 +170,15 @@ impl Pooler {
         let stats = Arc::new(Stats::new());
         let terminate = CancellationToken::new();
         let secrets = SecretCache::new(snapshot.config.auth.lookup.concurrency);
+        // Restart-only: the keys already handed out carry it.
+        let instance_id = snapshot.config.listen.instance_id;
         let pooler = Arc::new(Pooler {
             client_slots: Arc::new(Semaphore::new(snapshot.config.pool.max_client_conn)),
             client_slots_total: snapshot.config.pool.max_client_conn,
             current: RwLock::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(()),
             pools: PoolRegistry::new(stats.clone(), terminate.clone()),
-            cancels: Arc::new(CancelRegistry::default()),
+            cancels: Arc::new(CancelRegistry::new(instance_id)),
             stats,
             clients: Arc::new(ClientRegistry::default()),
             mock_seed: new_mock_seed(),

@@ -13,7 +13,6 @@ use super::negotiate::{self, Opening};
 use super::session::Session;
 use super::{params, ClientError, ConnContext, LoginTimings};
 use crate::auth::Secret;
-use crate::backend::send_cancel;
 use crate::config::PoolMode;
 use crate::pool::{Lease, Pool};
 use crate::pooler::{Pooler, Snapshot};
@@ -61,7 +60,7 @@ pub(super) async fn handshake(
     );
     let startup = match opening.await? {
         Opening::Cancel { pid, secret } => {
-            forward_cancel(pooler, pid, secret).await;
+            super::cancel::serve(pooler, pid, secret).await;
             return Ok(None);
         }
         Opening::Startup(s) => s,
@@ -365,19 +364,4 @@ fn identify(startup: &StartupMessage) -> Result<(String, String), ClientError> {
         _ => user.clone(),
     };
     Ok((user, database))
-}
-
-/// Forwards a cancel for a live key; unknown keys are dropped silently, as PostgreSQL does.
-async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
-    match pooler.cancels.lookup(pid, secret) {
-        Some((target, in_flight)) => {
-            tracing::info!(backend_pid = target.pid, "forwarding cancel request");
-            match send_cancel(&target).await {
-                Ok(()) => in_flight.confirm(),
-                // Unconfirmed: the backend is closed rather than handed on.
-                Err(e) => tracing::warn!(error = %e, "cancel request not confirmed by the server"),
-            }
-        }
-        None => tracing::debug!("cancel request with an unknown key ignored"),
-    }
 }

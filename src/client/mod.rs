@@ -2,6 +2,7 @@
 //! give the backend back clean.
 
 mod authenticate;
+mod cancel;
 mod cert;
 mod error;
 mod hba;

@@ -42,6 +42,8 @@ pub enum Section {
     Database,
     /// `[users.NAME]`, one table per role.
     User,
+    /// `[peers]`: instance id = conninfo, one line per peer.
+    Peers,
 }
 
 impl Section {
@@ -56,6 +58,7 @@ impl Section {
             Section::Service => "service",
             Section::Database => "databases.*",
             Section::User => "users.*",
+            Section::Peers => "peers",
         }
     }
 }
@@ -260,6 +263,9 @@ pub fn restart_changes(old: &Config, new: &Config) -> Vec<String> {
     out
 }
 
+/// The name of `[peers]`'s one row: each line's name is an instance id.
+pub const PEER_KEY: &str = "*";
+
 /// The key written `name` in `section`.
 pub fn find(section: Section, name: &str) -> Option<&'static Key> {
     all().find(|k| k.section == section && k.name == name)
@@ -276,6 +282,8 @@ pub fn for_path(path: &str) -> Option<&'static Key> {
     let name = match table {
         // The database or user name sits between: the key is the last part.
         "databases" | "users" => rest.rsplit_once('.').map(|(_, n)| n)?,
+        // Every line of `[peers]` is the one row `peers.*`.
+        "peers" => PEER_KEY,
         _ => rest,
     };
     all().find(|k| k.section.as_str().split('.').next() == Some(table) && k.name == name)

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 mod conninfo;
 mod files;
+mod fleet;
 mod front_tls;
 pub mod keys;
 mod pool;
@@ -36,6 +37,7 @@ pub use conninfo::{
     TlsOptions, TlsProtocol,
 };
 pub use files::{FileProblem, Severity};
+pub use fleet::{InstanceId, Peer, PEER_CONNECT_TIMEOUT};
 pub use pool::TRACKED_PARAMETERS;
 pub use raw::key_part as toml_key;
 pub use service::ServiceConfig;
@@ -187,6 +189,9 @@ pub struct Config {
     pub users: BTreeMap<String, UserConfig>,
     /// `[service]`
     pub service: ServiceConfig,
+    /// `[peers]`: where the other instances of the fleet take cancel
+    /// requests, by instance id; this instance's own entry is left out.
+    pub peers: BTreeMap<InstanceId, Peer>,
     /// The TOML it was parsed from, for [`Config::with_setting`].
     source: set::Source,
 }
@@ -208,6 +213,11 @@ pub struct ListenConfig {
     /// `tcp_keepidle`, `tcp_keepintvl`, `tcp_keepcnt`, `tcp_user_timeout`).
     /// Default: keepalive on, system timings.
     pub tcp: TcpOptions,
+    /// SO_REUSEPORT on the TCP listeners, so a fleet shares the port. Default off.
+    pub reuseport: bool,
+    /// This instance's id in a fleet, carried by its cancel keys; `None`
+    /// (config 0, the default) outside a fleet.
+    pub instance_id: Option<InstanceId>,
 }
 
 /// `[tls]`: certificates and the per-transport policies.

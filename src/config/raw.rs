@@ -35,6 +35,8 @@ pub(super) struct RawConfig {
     pub users: BTreeMap<String, RawUser>,
     #[serde(default)]
     pub service: super::service::RawService,
+    #[serde(default)]
+    pub peers: BTreeMap<String, String>,
 }
 
 /// `[listen]`
@@ -51,6 +53,8 @@ pub(super) struct RawListen {
     pub tcp_keepintvl: Option<String>,
     pub tcp_keepcnt: Option<i64>,
     pub tcp_user_timeout: Option<String>,
+    pub reuseport: Option<bool>,
+    pub instance_id: Option<i64>,
 }
 
 /// `[tls]`

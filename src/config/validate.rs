@@ -16,7 +16,7 @@ use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
     ListenConfig, LookupConfig, PoolMode, TlsVersion, FALLBACK_DATABASE,
 };
-use crate::config::{is_admin_database, SslMode};
+use crate::config::{is_admin_database, InstanceId, SslMode};
 
 /// A `sockaddr_un` holds 108 bytes including the terminating NUL.
 const MAX_SOCKET_PATH: usize = 107;
@@ -59,6 +59,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         databases.insert(name, validated);
     }
     let users = pool::users(raw.users)?;
+    let peers = super::fleet::peers(raw.peers, listen.instance_id)?;
     Ok(Config {
         path: path.to_path_buf(),
         listen,
@@ -69,6 +70,7 @@ pub(super) fn validate(raw: RawConfig, path: &Path) -> Result<Config, ConfigErro
         databases,
         users,
         service: super::service::validate(raw.service)?,
+        peers,
         source: Default::default(),
     })
 }
@@ -128,8 +130,15 @@ fn listen(
             "no TCP addresses and no listen.unix_socket_dir: clients could not connect at all",
         ));
     }
+    let reuseport = k("reuseport")?.flag(raw.reuseport)?;
+    let instance_id = u8::try_from(k("instance_id")?.count(raw.instance_id)?)
+        .map_err(|_| ConfigError::invalid("listen.instance_id", "must be from 0 to 255"))?;
+    let instance_id = InstanceId::new(instance_id);
+    super::fleet::check_reuseport(reuseport, instance_id)?;
     Ok(ListenConfig {
         tcp,
+        reuseport,
+        instance_id,
         addresses,
         port,
         unix_socket_dir,

@@ -1,6 +1,7 @@
-//! `[databases]` and `[users]` lines: PgBouncer's connect strings split
-//! into the libpq keywords of a pgharbor conninfo and the pool settings of
-//! a `[databases.NAME]` or `[users.NAME]` table.
+//! `[databases]`, `[users]` and `[peers]` lines: PgBouncer's connect
+//! strings split into the libpq keywords of a pgharbor conninfo and the
+//! pool settings of a `[databases.NAME]` or `[users.NAME]` table, or a
+//! `[peers]` line.
 
 use super::out::{Doc, Value};
 use super::settings;
@@ -146,6 +147,42 @@ pub fn user(doc: &mut Doc, notes: &mut Notes, name: &str, settings_text: &str, a
             Err(reason) => notes.differs(at, &format!("{what}: {key}"), reason),
         }
     }
+}
+
+/// One `[peers]` line: `id = host=... port=...`. `peering` says whether
+/// `peer_id` is set, without which PgBouncer ignores the section.
+pub fn peer(doc: &mut Doc, notes: &mut Notes, peering: bool, id: &str, connstr: &str, at: &str) {
+    let what = format!("[peers] {id}");
+    if !peering {
+        notes.same(
+            at,
+            &what,
+            "peer_id is not set: PgBouncer ignores [peers] then",
+        );
+        return;
+    }
+    let pairs = match split_keyword_pairs(connstr) {
+        Ok(p) => p,
+        Err(e) => {
+            notes.differs(at, &what, format!("not imported: {e}"));
+            return;
+        }
+    };
+    let mut kept: Vec<(String, String)> = Vec::new();
+    for (key, value) in pairs {
+        let key = key.to_ascii_lowercase();
+        match key.as_str() {
+            "host" | "port" => kept.push((key, value)),
+            "pool_size" => notes.same(
+                at,
+                &format!("{what}: {key}"),
+                "each forwarded cancel opens its own connection to the peer",
+            ),
+            _ => notes.differs(at, &format!("{what}: {key}"), "not a PgBouncer peer key"),
+        }
+    }
+    let conninfo = join_keyword_pairs(kept.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    doc.set(&["peers"], id, Value::Str(conninfo), format!("{at}: {id}"));
 }
 
 /// The conninfo keywords `[pgbouncer]`'s server-side settings give every

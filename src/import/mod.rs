@@ -168,6 +168,10 @@ pub fn import(ini: &Path, userlist: Option<&Path>) -> Result<Imported, ImportErr
             "--userlist",
         );
     }
+    // PgBouncer reads [peers] only when peer_id names this instance.
+    let peering = general
+        .get("peer_id")
+        .is_some_and(|(v, _)| !matches!(v.trim(), "" | "0"));
     let backend = entries::backend_pairs(|k| general.get(k).cloned(), &mut notes);
     for e in &entries {
         match e.section.as_str() {
@@ -176,6 +180,7 @@ pub fn import(ini: &Path, userlist: Option<&Path>) -> Result<Imported, ImportErr
                 entries::database(&mut doc, &mut notes, &e.key, &e.value, &backend, &e.at)
             }
             "users" => entries::user(&mut doc, &mut notes, &e.key, &e.value, &e.at),
+            "peers" => entries::peer(&mut doc, &mut notes, peering, &e.key, &e.value, &e.at),
             other => notes.differs(
                 &e.at,
                 &format!("[{other}] {}", e.key),

@@ -46,7 +46,7 @@ pub struct Doc {
 }
 
 /// The order of pgharbor's own sections; databases and users follow.
-const SECTION_ORDER: &[&str] = &["listen", "tls", "auth", "pool", "admin", "service"];
+const SECTION_ORDER: &[&str] = &["listen", "tls", "auth", "pool", "admin", "service", "peers"];
 
 impl Doc {
     /// Sets `table.key`, replacing an earlier value of the same key.

@@ -165,7 +165,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("autodb_idle_timeout", none(&["3600"], "databases made from the \"*\" fallback are kept")),
     ("query_wait_notify", none(&["0"], "queued clients get no notice")),
     ("login_notify_message", none(&[""], "no login message is sent")),
-    ("peer_id", none(&["0"], "peering between processes is not supported")),
+    ("peer_id", to("listen", "instance_id", Conv::Int)),
     // Logging and process: pgharbor takes these on its command line.
     ("logfile", none(&[""], "a command-line flag in pgharbor: start it with --logfile PATH")),
     ("pidfile", none(&[""], "a command-line flag in pgharbor: start it with --pidfile PATH")),
@@ -184,7 +184,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("sbuf_loopcnt", none(&["5"], "not configurable")),
     ("max_packet_size", none(&["2147483647"], "not configurable")),
     ("listen_backlog", none(&["128"], "the listen backlog is the system's (somaxconn)")),
-    ("so_reuseport", none(&["0"], "not supported")),
+    ("so_reuseport", to("listen", "reuseport", Conv::Bool)),
     ("tcp_defer_accept", none(&["0", "45"], "not configurable")),
     ("tcp_socket_buffer", none(&["0"], "socket buffers are the system's")),
     ("dns_max_ttl", none(&["15"], "host names are resolved at each connect")),

@@ -290,12 +290,43 @@ fn databases_and_users_become_tables() {
     assert_eq!(bob.max_user_connections, Some(3));
     assert_eq!(
         differs(&imported),
-        [
-            "[databases] app: connect_query",
-            "[users] bob: pool_size",
-            "[peers] 1"
-        ]
+        ["[databases] app: connect_query", "[users] bob: pool_size",]
     );
+    // Without peer_id PgBouncer ignores [peers], and so does the import.
+    assert!(config.peers.is_empty());
+    assert!(imported.notes.iter().any(|n| n.key == "[peers] 1"));
+}
+
+#[test]
+fn peering_becomes_a_fleet() {
+    let (imported, config) = import_text(
+        "peers",
+        "[databases]
+app =
+[pgbouncer]
+auth_type = trust
+peer_id = 2
+so_reuseport = 1
+         unix_socket_dir = /run/pgb2
+         [peers]
+1 = host=/run/pgb1 port=6432 pool_size=3
+2 = host=/run/pgb2 port=6432
+         3 = host=10.0.0.3 port=6433 frobnicate=1
+",
+    );
+    let id = |n| crate::config::InstanceId::new(n).expect("id");
+    assert_eq!(config.listen.instance_id, Some(id(2)));
+    assert!(config.listen.reuseport);
+    // Its own line is in the file (the fleet may share it) and skipped.
+    assert!(
+        imported.toml.contains("2 = \"host=/run/pgb2 port=6432\""),
+        "{}",
+        imported.toml
+    );
+    let ids: Vec<u8> = config.peers.keys().map(|i| i.get()).collect();
+    assert_eq!(ids, [1, 3]);
+    assert_eq!(config.peers[&id(3)].host.describe(), "10.0.0.3:6433");
+    assert_eq!(differs(&imported), ["[peers] 3: frobnicate"]);
 }
 
 #[test]

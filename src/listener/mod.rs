@@ -60,6 +60,14 @@ pub enum ListenError {
     /// The socket file belongs to a live server.
     #[error("another server is already listening on {0}; is another pgharbor or PostgreSQL running on this port?")]
     SocketInUse(PathBuf),
+    /// The socket file belongs to a live server, and this is a fleet instance.
+    #[error("another server is already listening on {}: with listen.reuseport every instance needs its own listen.unix_socket_dir (or \"\" to turn the Unix socket off), and instance {id} shares one", path.display())]
+    SocketShared {
+        /// Path.
+        path: PathBuf,
+        /// This instance's id.
+        id: crate::config::InstanceId,
+    },
     /// Creating the socket failed.
     #[error("could not create Unix socket {path}: {source}")]
     Unix {
@@ -125,7 +133,7 @@ impl Listeners {
             };
             let sock = match inherited.take_tcp(addr) {
                 Some(l) => TcpListener::from_std(l).map_err(tcp_err)?,
-                None => bind_tcp(addr).map_err(tcp_err)?,
+                None => bind_tcp(addr, config.listen.reuseport).map_err(tcp_err)?,
             };
             tcp.push(sock);
         }
@@ -141,7 +149,9 @@ impl Listeners {
                             source,
                         })?
                     }
-                    None => bind_unix(&path, config.listen.unix_socket_mode).await?,
+                    None => bind_unix(&path, config.listen.unix_socket_mode)
+                        .await
+                        .map_err(|e| in_fleet(e, config))?,
                 };
                 Some((l, path))
             }
@@ -186,10 +196,27 @@ impl Listeners {
     }
 }
 
-fn bind_tcp(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+/// A socket file in use is, in a fleet, most likely a sibling instance's:
+/// say what to change.
+fn in_fleet(e: ListenError, config: &Config) -> ListenError {
+    match (e, config.listen.instance_id) {
+        (ListenError::SocketInUse(path), Some(id)) if config.listen.reuseport => {
+            ListenError::SocketShared { path, id }
+        }
+        (e, _) => e,
+    }
+}
+
+fn bind_tcp(addr: std::net::SocketAddr, reuseport: bool) -> io::Result<TcpListener> {
     use socket2::{Domain, Protocol, Socket, Type};
     let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     sock.set_reuse_address(true)?;
+    if reuseport {
+        // A fleet: every instance binds the same address and port, and the
+        // kernel spreads new connections over them. A Unix socket has no
+        // such sharing, hence one socket directory per instance.
+        sock.set_reuse_port(true)?;
+    }
     if addr.is_ipv6() {
         // So that "*" can bind 0.0.0.0 and :: on the same port side by side.
         sock.set_only_v6(true)?;
@@ -273,4 +300,22 @@ async fn accept_unix(
 async fn accept_failed(e: io::Error) {
     tracing::warn!(error = %e, "accept failed");
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bind_tcp;
+
+    #[tokio::test]
+    async fn reuseport_lets_a_second_listener_share_the_port() -> std::io::Result<()> {
+        let first = bind_tcp("127.0.0.1:0".parse().expect("address"), true)?;
+        let addr = first.local_addr()?;
+        let second = bind_tcp(addr, true)?;
+        assert_eq!(second.local_addr()?, addr);
+        // Without it on both sides, the port stays taken.
+        let lone = bind_tcp("127.0.0.1:0".parse().expect("address"), false)?;
+        assert!(bind_tcp(lone.local_addr()?, false).is_err());
+        assert!(bind_tcp(lone.local_addr()?, true).is_err());
+        Ok(())
+    }
 }

@@ -265,6 +265,41 @@ mod tests {
     }
 
     #[test]
+    fn a_cancel_request_is_exactly_a_3_0_key() {
+        let key = |len: usize| {
+            let mut c = CANCEL_REQUEST_CODE.to_be_bytes().to_vec();
+            c.extend((0..len).map(|i| i as u8));
+            c
+        };
+        // pgharbor offers clients protocol 3.0 only, so it never hands out
+        // a 3.2 key (secrets up to 256 bytes): any other length is broken.
+        for len in [0, 4, 7, 9, 12, 4 + 32, 4 + 256] {
+            assert_eq!(
+                parse_startup(&key(len)),
+                Err(malformed("invalid length of cancel request packet")),
+                "{len} bytes of key"
+            );
+        }
+        // Every 8 bytes are a key, whatever their sign bits.
+        assert_eq!(
+            parse_startup(&key(8)),
+            Ok(StartupRequest::Cancel {
+                pid: 0x0001_0203,
+                secret: 0x0405_0607
+            })
+        );
+        let mut all_ones = CANCEL_REQUEST_CODE.to_be_bytes().to_vec();
+        all_ones.extend([0xff; 8]);
+        assert_eq!(
+            parse_startup(&all_ones),
+            Ok(StartupRequest::Cancel {
+                pid: -1,
+                secret: -1
+            })
+        );
+    }
+
+    #[test]
     fn parses_sasl_messages_and_rejects_bad_lengths() {
         let mut b = b"SCRAM-SHA-256\0".to_vec();
         b.extend_from_slice(&3u32.to_be_bytes());

@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use rand::Rng;
 
+use super::fleet::{self, Route};
 use crate::backend::{CancelInFlight, CancelTarget};
+use crate::config::InstanceId;
 
 /// Where one client's cancel key currently points.
 #[derive(Default)]
@@ -43,6 +45,8 @@ impl CancelSlot {
 #[derive(Default)]
 pub struct CancelRegistry {
     keys: Mutex<HashMap<(i32, i32), Arc<CancelSlot>>>,
+    /// `listen.instance_id` at start-up, in every secret issued (see [`fleet`]).
+    instance: Option<InstanceId>,
 }
 
 /// Removes a key from the registry when the client session ends.
@@ -57,10 +61,25 @@ pub struct CancelKey {
 }
 
 impl CancelRegistry {
+    /// A registry whose keys carry `instance` (None: outside a fleet).
+    pub fn new(instance: Option<InstanceId>) -> CancelRegistry {
+        CancelRegistry {
+            keys: Mutex::default(),
+            instance,
+        }
+    }
+
+    /// What to do with a CancelRequest's secret: ours to look up, or
+    /// another instance's to forward.
+    pub fn route(&self, secret: i32) -> Route {
+        fleet::route(self.instance, secret)
+    }
+
     /// Issues a fresh key: `pid` is the real backend's process id in
     /// session pooling (so pg_backend_pid(), pg_terminate_backend and
     /// NOTIFY sender pids agree with what the driver was told), else a
-    /// random one; the secret is always the pooler's own.
+    /// random one; the secret is always the pooler's own, carrying the
+    /// instance id in a fleet.
     pub fn issue(self: &Arc<Self>, pid: Option<i32>) -> CancelKey {
         let slot = Arc::new(CancelSlot::default());
         let mut rng = rand::thread_rng();
@@ -71,7 +90,7 @@ impl CancelRegistry {
         loop {
             // Positive pids, like real ones, so tools that print them are not confused.
             let pid = pid.unwrap_or_else(|| rng.gen_range(1..i32::MAX));
-            let secret: i32 = rng.gen();
+            let secret = fleet::mark(self.instance, rng.gen());
             if let std::collections::hash_map::Entry::Vacant(e) = keys.entry((pid, secret)) {
                 e.insert(slot.clone());
                 return CancelKey {
@@ -84,9 +103,9 @@ impl CancelRegistry {
         }
     }
 
-    /// The backend to cancel for a key a client presented, if the key is
-    /// live and its client holds a backend; keep the guard until the cancel
-    /// is delivered.
+    /// The backend to cancel for a key a client presented (its secret as
+    /// [`Route::Local`] gives it), if the key is live and its client holds
+    /// a backend; keep the guard until the cancel is delivered.
     pub fn lookup(&self, pid: i32, secret: i32) -> Option<(CancelTarget, CancelInFlight)> {
         let slot = {
             let keys = self.keys.lock().ok()?;

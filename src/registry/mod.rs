@@ -6,6 +6,7 @@
 
 pub mod cancel;
 pub mod clients;
+pub mod fleet;
 pub mod secrets;
 pub mod statements;
 

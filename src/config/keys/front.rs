@@ -3,7 +3,7 @@
 
 use super::DefaultValue::{Bool, IfCertificate, Inherit, Int, List, Str, Unset};
 use super::Reload::{Immediate, NewLogins, Restart};
-use super::Section::{Admin, Auth, Listen, Service, Tls};
+use super::Section::{Admin, Auth, Listen, Peers, Service, Tls};
 use super::{dur, opt, opt_dur, opt_path, Get, Key, Kind};
 use crate::config::tcp::{MAX_KEEPALIVE_COUNT, MAX_KEEPALIVE_SECS};
 use crate::config::{AuthMethod, Keepalive, TlsVersion};
@@ -119,6 +119,24 @@ pub(super) const KEYS: &[Key] = &[
         reload: NewLogins,
         doc: "TCP_USER_TIMEOUT: how long sent data may stay unacknowledged; \"0s\" = the system default.",
         get: Get::Global(|c| opt_dur(c.listen.tcp.user_timeout)),
+    },
+    Key {
+        section: Listen,
+        name: "reuseport",
+        kind: Kind::Bool,
+        default: Bool(false),
+        reload: Restart,
+        doc: "SO_REUSEPORT on the TCP listeners, so a fleet of pgharbor processes shares the port; needs instance_id.",
+        get: Get::Global(|c| c.listen.reuseport.to_string()),
+    },
+    Key {
+        section: Listen,
+        name: "instance_id",
+        kind: Kind::Count { min: 0, max: 255 },
+        default: Int(0),
+        reload: Restart,
+        doc: "This instance's id in a fleet (1 to 255), carried by its cancel keys; 0 = not in a fleet.",
+        get: Get::Global(|c| c.listen.instance_id.map_or(0, |id| id.get()).to_string()),
     },
     Key {
         section: Tls,
@@ -338,5 +356,21 @@ pub(super) const KEYS: &[Key] = &[
         reload: Restart,
         doc: "Unix user to become once the listening sockets are bound (`--user` wins).",
         get: Get::Global(|c| opt(c.service.user.as_deref())),
+    },
+    Key {
+        section: Peers,
+        name: super::PEER_KEY,
+        kind: Kind::ConnInfo,
+        default: Unset,
+        reload: Immediate,
+        doc: "`ID = \"host=... port=...\"`: where fleet instance ID takes cancel requests for its keys; an instance skips its own id.",
+        get: Get::Global(|c| {
+            let shown: Vec<String> = c
+                .peers
+                .iter()
+                .map(|(id, p)| format!("{id}={}", p.host.describe()))
+                .collect();
+            shown.join(", ")
+        }),
     },
 ];

@@ -171,6 +171,7 @@ fn the_table_and_the_serde_mirror_name_the_same_keys() {
         "service",
         "databases",
         "users",
+        "peers",
     ]
     .map(String::from)
     .into();
@@ -188,14 +189,20 @@ fn section_of(header: &str) -> Section {
         "service" => Section::Service,
         h if h.starts_with("databases.") => Section::Database,
         h if h.starts_with("users.") => Section::User,
+        "peers" => Section::Peers,
         h => panic!("conf/pgharbor.toml: unknown table [{h}]"),
     }
 }
 
 /// `name` of a line `name = ...` or `# name = ...`.
-fn key_line(line: &str) -> Option<&str> {
+fn key_line(line: &str, section: Option<Section>) -> Option<&str> {
     let line = line.strip_prefix('#').map_or(line, str::trim_start);
     let (name, _) = line.split_once(" = ")?;
+    // A `[peers]` line is named by an instance id; all are the row `peers.*`.
+    let id = !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit());
+    if id && section == Some(Section::Peers) {
+        return Some(crate::config::keys::PEER_KEY);
+    }
     let bare = !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
     bare.then_some(name)
 }
@@ -213,7 +220,7 @@ fn the_reference_file_documents_every_key_with_its_default() {
             comments.clear();
             continue;
         }
-        let Some(name) = key_line(line) else {
+        let Some(name) = key_line(line, section) else {
             match line.strip_prefix('#') {
                 Some(comment) => comments.push(comment),
                 None => comments.clear(),

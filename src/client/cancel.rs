@@ -1,0 +1,125 @@
+//! A CancelRequest: a key of ours goes to the backend it points at, a key
+//! of another fleet instance goes to that instance, as the same raw
+//! CancelRequest (see `registry::fleet` for how a key says whose it is).
+//!
+//! As PostgreSQL, nothing is ever answered: the connection is closed once
+//! the cancel has gone as far as it can, so a client that waits for the
+//! close (libpq does) knows the signal was sent before its next query.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
+
+use crate::backend::{send_cancel, CANCEL_CONFIRM_LIMIT};
+use crate::config::{BackendHost, InstanceId, Peer};
+use crate::pooler::Pooler;
+use crate::registry::fleet::Route;
+
+/// How long a peer may take to close a forwarded cancel's connection: its
+/// own wait for PostgreSQL, and a little more.
+const PEER_CLOSE_LIMIT: Duration = CANCEL_CONFIRM_LIMIT.saturating_add(Duration::from_secs(1));
+
+/// Serves one CancelRequest; unknown keys are dropped silently, as
+/// PostgreSQL does, and keys of instances [peers] lacks with a log line.
+pub(super) async fn serve(pooler: &Pooler, pid: i32, secret: i32) {
+    match pooler.cancels.route(secret) {
+        Route::Local(secret) => cancel_local(pooler, pid, secret).await,
+        Route::Forward { to, secret } => {
+            // Read at each request: a RELOAD changes [peers] at once.
+            let snapshot = pooler.snapshot();
+            match snapshot.config.peers.get(&to) {
+                Some(peer) => forward_to_peer(to, peer, pid, secret).await,
+                None => tracing::info!(
+                    instance = %to,
+                    "cancel request for an instance [peers] does not list dropped"
+                ),
+            }
+        }
+        Route::Exhausted(to) => tracing::warn!(
+            instance = %to,
+            "cancel request dropped: it was forwarded too often (do the fleet's [peers] tables agree?)"
+        ),
+        // As any unknown key: probes send such keys, and PostgreSQL does not log them either.
+        Route::Unowned => {
+            tracing::debug!("cancel request with a key of no instance (id 0) dropped")
+        }
+    }
+}
+
+/// Forwards a cancel for a live key of ours to its backend.
+async fn cancel_local(pooler: &Pooler, pid: i32, secret: i32) {
+    match pooler.cancels.lookup(pid, secret) {
+        Some((target, in_flight)) => {
+            tracing::info!(backend_pid = target.pid, "forwarding cancel request");
+            match send_cancel(&target).await {
+                Ok(()) => in_flight.confirm(),
+                // Unconfirmed: the backend is closed rather than handed on.
+                Err(e) => tracing::warn!(error = %e, "cancel request not confirmed by the server"),
+            }
+        }
+        None => tracing::debug!("cancel request with an unknown key ignored"),
+    }
+}
+
+/// Sends the CancelRequest on to instance `to`; a peer that is down or slow
+/// costs this connection its timeouts, never more.
+async fn forward_to_peer(to: InstanceId, peer: &Peer, pid: i32, secret: i32) {
+    let address = peer.host.describe();
+    tracing::info!(instance = %to, peer = %address, "forwarding cancel request to a peer");
+    let sent = match &peer.host.host {
+        BackendHost::Tcp(host) => {
+            let connect = TcpStream::connect((host.as_str(), peer.host.port));
+            match tokio::time::timeout(peer.connect_timeout, connect).await {
+                Ok(Ok(s)) => relay(s, pid, secret).await,
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(timed_out("connecting took longer than its connect_timeout")),
+            }
+        }
+        BackendHost::Unix(_) => {
+            // Invariant: a Unix host always has a socket path.
+            let path = peer.host.socket_path().unwrap_or_default();
+            match tokio::time::timeout(peer.connect_timeout, UnixStream::connect(path)).await {
+                Ok(Ok(s)) => relay(s, pid, secret).await,
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(timed_out("connecting took longer than its connect_timeout")),
+            }
+        }
+    };
+    if let Err(e) = sent {
+        tracing::warn!(instance = %to, peer = %address, error = %e, "could not forward cancel request to the peer");
+    }
+}
+
+/// Writes the request and waits for the peer to close, as it does once it
+/// has sent the cancel on itself.
+async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    pid: i32,
+    secret: i32,
+) -> io::Result<()> {
+    let exchange = async {
+        let mut buf = BytesMut::with_capacity(16);
+        postgres_protocol::message::frontend::cancel_request(pid, secret, &mut buf);
+        stream.write_all(&buf).await?;
+        stream.flush().await?;
+        let mut sink = [0u8; 64];
+        loop {
+            match stream.read(&mut sink).await {
+                Ok(0) => return Ok(()),
+                Ok(_) => continue,
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    };
+    tokio::time::timeout(PEER_CLOSE_LIMIT, exchange)
+        .await
+        .unwrap_or_else(|_| Err(timed_out("the peer did not close the connection in time")))
+}
+
+fn timed_out(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, why.to_string())
+}
