@@ -43,4 +43,5 @@ pub mod signals;
 pub mod sockopt;
 pub mod stats;
 pub mod stream;
+pub mod takeover;
 pub mod tls;

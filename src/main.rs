@@ -18,6 +18,8 @@ use pgharbor::service::notify::Notifier;
 use pgharbor::service::pidfile::{self, Pidfile};
 use pgharbor::service::{limits, privileges};
 use pgharbor::signals::{self, Action, Shutdown, Signals};
+use pgharbor::takeover::{self, ControlSocket, Taken};
+use tokio::sync::mpsc;
 
 /// A PostgreSQL connection pooler that treats Unix sockets and TCP differently.
 #[derive(Parser)]
@@ -51,6 +53,11 @@ struct Cli {
     /// Become this user after binding the sockets (overrides service.user).
     #[arg(long)]
     user: Option<String>,
+    /// Take the listening sockets over from the pgharbor running on this
+    /// config, which then stops accepting and drains: a restart that
+    /// refuses no connection.
+    #[arg(long)]
+    takeover: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -99,6 +106,7 @@ fn main() -> ExitCode {
     let service = ServiceOpts {
         pidfile: cli.pidfile,
         user: cli.user,
+        takeover: cli.takeover,
     };
     match cli.command {
         Some(Command::Check) => check(&cli.config),
@@ -116,6 +124,7 @@ fn main() -> ExitCode {
 struct ServiceOpts {
     pidfile: Option<PathBuf>,
     user: Option<String>,
+    takeover: bool,
 }
 
 /// `pgharbor check`: what start-up would refuse (and warn about), without
@@ -225,30 +234,45 @@ async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
     // default action, skipping the clean-up and the log line.
     let mut signals = Signals::install().map_err(|e| e.to_string())?;
     let notifier = Notifier::from_env();
-    if let Some(p) = &service.pidfile {
+    // A takeover's pidfile names the process it takes over from until then.
+    if let (Some(p), false) = (&service.pidfile, service.takeover) {
         pidfile::check(p).map_err(|e| e.to_string())?;
     }
-    let mut inherited = Inherited::from_env().map_err(|e| e.to_string())?;
-    let listeners = Listeners::bind_with(&config, &mut inherited)
-        .await
-        .map_err(|e| e.to_string())?;
-    inherited.finish().map_err(|e| e.to_string())?;
+    let (listeners, mut taken) = bind_listeners(&config, service.takeover).await?;
+    let control = ControlSocket::bind(&config).map_err(|e| e.to_string())?;
+    let mut handover = listeners.handover().map_err(|e| e.to_string())?;
     let shutdown_timeout = config.pool.shutdown_timeout;
     let path = config.path.clone();
     // Bound before start-up completes, so a taken port fails the start as the
     // client listeners do. Changing it takes a restart.
     let metrics_listener = match config.admin.metrics_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("admin.metrics_listen {addr}: {e}"))?,
-        ),
+        Some(addr) => {
+            let l = match taken.as_mut().and_then(|(_, left)| left.take_tcp(addr)) {
+                Some(l) => tokio::net::TcpListener::from_std(l),
+                None => tokio::net::TcpListener::bind(addr).await,
+            }
+            .map_err(|e| format!("admin.metrics_listen {addr}: {e}"))?;
+            handover.include(&l).map_err(|e| e.to_string())?;
+            Some(l)
+        }
         None => None,
     };
-    drop_privileges(&config, service.user.as_deref(), &listeners)?;
-    let _pidfile = match &service.pidfile {
-        Some(p) => Some(Pidfile::create(p).map_err(|e| e.to_string())?),
-        None => None,
+    let taken = taken.map(|(t, left)| {
+        for unused in left.close_unused() {
+            tracing::info!(socket = %unused, "takeover: no longer configured; closing");
+        }
+        t
+    });
+    let control_file = control.as_ref().map(|c| c.bound_path().to_path_buf());
+    drop_privileges(
+        &config,
+        service.user.as_deref(),
+        &listeners,
+        control_file.as_deref(),
+    )?;
+    let mut pidfile = match &service.pidfile {
+        Some(p) if !service.takeover => Some(Pidfile::create(p).map_err(|e| e.to_string())?),
+        _ => None,
     };
     limits::warn_if_low(&config);
     let pooler = Pooler::new(config).await.map_err(|e| e.to_string())?;
@@ -261,21 +285,63 @@ async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
         ))
     });
     let accept = tokio::spawn(pgharbor::client::accept(listeners, pooler.clone()));
+    if let Some(taken) = taken {
+        // Only now that this process accepts may the old one stop.
+        match taken.accepting().await {
+            Ok(old) => tracing::info!(pid = old, "took over; the old process drains"),
+            Err(e) => {
+                tracing::warn!(error = %e, "takeover: the old process did not confirm; it may still accept too")
+            }
+        }
+        if let Some(p) = &service.pidfile {
+            pidfile = Some(Pidfile::take_over(p).map_err(|e| e.to_string())?);
+        }
+    }
+    let _pidfile = pidfile;
+    let (requests, mut taking_over) = mpsc::channel(1);
+    let control = control.and_then(|mut c| match c.place() {
+        Ok(()) => Some(tokio::spawn(c.serve(handover, requests))),
+        Err(e) => {
+            tracing::warn!(error = %e, "no takeover control socket; --takeover cannot reach this process");
+            None
+        }
+    });
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
     notifier.ready("accepting connections");
+    let mut successor = None;
     let mode = loop {
-        let sig = signals.recv().await;
-        match signals::action(sig, false) {
-            Action::Shutdown(mode) => break mode,
-            other => on_signal(other, &pooler, &path, &notifier).await,
+        tokio::select! {
+            sig = signals.recv() => match signals::action(sig, false) {
+                Action::Shutdown(mode) => break mode,
+                other => on_signal(other, &pooler, &path, &notifier).await,
+            },
+            Some(request) = taking_over.recv() => {
+                successor = Some(request);
+                break Shutdown::Safe;
+            }
         }
     };
-    notifier.stopping(match mode {
-        Shutdown::Safe => "safe shutdown: waiting for sessions to end",
-        Shutdown::Immediate => "immediate shutdown",
-    });
+    match &successor {
+        Some(r) => notifier.handed_over(r.pid),
+        None => notifier.stopping(match mode {
+            Shutdown::Safe => "safe shutdown: waiting for sessions to end",
+            Shutdown::Immediate => "immediate shutdown",
+        }),
+    }
     pooler.stop_accepting.cancel();
     let _ = accept.await;
+    let handed_over = successor.is_some();
+    if let Some(request) = successor {
+        request.stopped_accepting();
+    }
+    if let Some(task) = control {
+        // After a handover the task tells the new process that this one
+        // stopped accepting; otherwise nobody may take over a stopping pooler.
+        if !handed_over {
+            task.abort();
+        }
+        let _ = task.await;
+    }
     pooler.tasks.close();
     if mode == Shutdown::Safe {
         drain(&mut signals, &pooler, &path, &notifier, shutdown_timeout).await;
@@ -299,6 +365,32 @@ async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
     }
     tracing::info!("pgharbor stopped");
     Ok(())
+}
+
+/// The listening sockets: bound, or taken over from the running process
+/// (with the received sockets no configured listener claimed, for the
+/// metrics endpoint and then to be closed).
+async fn bind_listeners(
+    config: &Config,
+    takeover: bool,
+) -> Result<(Listeners, Option<(Taken, Inherited)>), String> {
+    if !takeover {
+        let mut inherited = Inherited::from_env().map_err(|e| e.to_string())?;
+        let listeners = Listeners::bind_with(config, &mut inherited)
+            .await
+            .map_err(|e| e.to_string())?;
+        inherited.finish().map_err(|e| e.to_string())?;
+        return Ok((listeners, None));
+    }
+    let mut taken = takeover::take(config)
+        .await
+        .map_err(|e| format!("--takeover: {e}"))?;
+    let mut inherited = std::mem::take(&mut taken.inherited);
+    let mut listeners = Listeners::bind_with(config, &mut inherited)
+        .await
+        .map_err(|e| format!("--takeover: {e}"))?;
+    listeners.adopt_socket_file();
+    Ok((listeners, Some((taken, inherited))))
 }
 
 /// Safe shutdown: sessions may end by themselves within `timeout`; a second
@@ -352,6 +444,7 @@ fn drop_privileges(
     config: &Config,
     cli_user: Option<&str>,
     listeners: &Listeners,
+    control_file: Option<&Path>,
 ) -> Result<(), String> {
     let Some(name) = cli_user.or(config.service.user.as_deref()) else {
         return Ok(());
@@ -361,6 +454,7 @@ fn drop_privileges(
         .own_socket_file()
         .into_iter()
         .chain(logfile::installed().map(LogFile::path))
+        .chain(control_file)
         .collect();
     privileges::switch(&user, &own).map_err(|e| e.to_string())?;
     if let Err(e) = std::fs::File::open(&config.path) {

@@ -1,0 +1,67 @@
+//! The new process's side: take the listening sockets, then tell the old
+//! process to stop accepting once this one does.
+
+use std::os::unix::net::UnixStream;
+
+use super::wire::{Conn, Message, VERSION};
+use super::{bounded, control_path, TakeoverError};
+use crate::config::Config;
+use crate::service::activation::Inherited;
+
+/// The sockets received, and the conversation still open to finish it.
+pub struct Taken {
+    conn: Conn,
+    /// The listening sockets, for `Listeners::bind_with`.
+    pub inherited: Inherited,
+}
+
+/// Asks the pooler running on `config` for its listening sockets.
+pub async fn take(config: &Config) -> Result<Taken, TakeoverError> {
+    let path = control_path(config).ok_or(TakeoverError::NoSocketDir)?;
+    tokio::task::spawn_blocking(move || {
+        let not_running = |source| TakeoverError::NotRunning {
+            path: path.clone(),
+            source,
+        };
+        let stream = UnixStream::connect(&path).map_err(not_running)?;
+        let mut conn = bounded(stream).map_err(not_running)?;
+        conn.send(&Message::Hello { version: VERSION }, &[])?;
+        match conn.recv()? {
+            (Message::Offer { sockets, .. }, fds) if fds.len() == sockets => {
+                tracing::info!(path = %path.display(), sockets, "takeover: received the listening sockets");
+                let inherited = Inherited::from_fds(fds)?;
+                Ok(Taken { conn, inherited })
+            }
+            (Message::Offer { sockets, .. }, fds) => Err(super::wire::WireError::Descriptors {
+                got: fds.len(),
+                want: sockets,
+            }
+            .into()),
+            (Message::Refused { version, reason }, _) => {
+                Err(TakeoverError::Refused { version, reason })
+            }
+            (other, _) => Err(TakeoverError::Unexpected(Box::new(other))),
+        }
+    })
+    .await?
+}
+
+impl Taken {
+    /// This process accepts now: the old one stops and drains. Returns its pid.
+    pub async fn accepting(self) -> Result<u32, TakeoverError> {
+        let mut conn = self.conn;
+        tokio::task::spawn_blocking(move || {
+            conn.send(
+                &Message::Accepting {
+                    pid: std::process::id(),
+                },
+                &[],
+            )?;
+            match conn.recv_plain()? {
+                Message::Draining { pid } => Ok(pid),
+                other => Err(TakeoverError::Unexpected(Box::new(other))),
+            }
+        })
+        .await?
+    }
+}
