@@ -308,3 +308,45 @@ fn malformed_control_messages_leave_the_running_process_serving() {
     connect_and_query(&new, Transport::Tcp);
     drop(new);
 }
+
+/// `GET /metrics` at `addr`: the status line.
+fn metrics_status(addr: &str) -> String {
+    let mut tcp = std::net::TcpStream::connect(addr).expect("connect to metrics");
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    tcp.write_all(req.as_bytes()).unwrap();
+    let mut back = String::new();
+    let _ = tcp.read_to_string(&mut back);
+    back.lines().next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn the_pidfile_and_the_metrics_endpoint_follow_the_takeover() {
+    let pg = PgCluster::shared();
+    let dir = common::util::unique_temp_dir("takeover-pidfile");
+    let pidfile = dir.join("pgharbor.pid");
+    let pid_arg = pidfile.to_string_lossy().into_owned();
+    let metrics = format!("127.0.0.1:{}", common::util::free_port());
+    let opts = PoolerOpts::transaction(1)
+        .metrics_listen(&metrics)
+        .args(&["--pidfile", &pid_arg]);
+    let mut old = Pooler::start(pg, opts);
+    assert!(metrics_status(&metrics).contains("200"));
+    let new = old.take_over(&["--pidfile", &pid_arg]).expect("takeover");
+    let names_new =
+        || std::fs::read_to_string(&pidfile).is_ok_and(|t| t.trim() == new.pid().to_string());
+    assert!(common::wait::wait_until(Duration::from_secs(5), names_new));
+    assert_exits(&mut old, Duration::from_secs(10));
+    assert!(
+        names_new(),
+        "the old process removed or rewrote the pidfile"
+    );
+    // The same listening socket: the endpoint never went away.
+    assert!(metrics_status(&metrics).contains("200"));
+    drop(new);
+    assert!(
+        !pidfile.exists(),
+        "the new process leaves its pidfile behind"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
