@@ -350,3 +350,45 @@ fn the_pidfile_and_the_metrics_endpoint_follow_the_takeover() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancel_for_a_client_draining_on_the_old_process_still_cancels() {
+    let pg = PgCluster::shared();
+    let opts = PoolerOpts::default()
+        .mode("session")
+        .shutdown_timeout("30s");
+    let mut old = Pooler::start(pg, opts);
+    let ci = old.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let client = connect_ok(&ci).await;
+    let token = client.cancel_token();
+    let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
+    assert!(
+        old.wait_for_log("drains", 1, Duration::from_secs(5)),
+        "{}",
+        old.log_text()
+    );
+    let sleeping = tokio::spawn(async move {
+        let r = client.batch_execute("SELECT pg_sleep(30)").await;
+        (client, r)
+    });
+    tokio::task::block_in_place(|| common::wait::wait_active(pg, "pg_sleep(30)"));
+    // Only the new process accepts now: the cancel reaches it, not the old one.
+    token
+        .cancel_query(tokio_postgres::NoTls)
+        .await
+        .expect("send the cancel");
+    let (client, r) = tokio::time::timeout(Duration::from_secs(10), sleeping)
+        .await
+        .expect("the cancel did not reach the query")
+        .unwrap();
+    let err = r.expect_err("pg_sleep(30) was not cancelled");
+    assert_eq!(
+        common::clients::sqlstate(&err).as_deref(),
+        Some("57014"),
+        "{err}"
+    );
+    client.batch_execute("SELECT 1").await.unwrap();
+    drop(client);
+    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    drop(new);
+}

@@ -367,8 +367,9 @@ fn identify(startup: &StartupMessage) -> Result<(String, String), ClientError> {
     Ok((user, database))
 }
 
-/// Forwards a cancel for a live key; unknown keys are dropped silently, as PostgreSQL does.
-async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
+/// Forwards a cancel for a live key; unknown keys are dropped silently, as
+/// PostgreSQL does (after a takeover, first passed to the old process).
+pub(super) async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
     match pooler.cancels.lookup(pid, secret) {
         Some((target, in_flight)) => {
             tracing::info!(backend_pid = target.pid, "forwarding cancel request");
@@ -378,6 +379,11 @@ async fn forward_cancel(pooler: &Pooler, pid: i32, secret: i32) {
                 Err(e) => tracing::warn!(error = %e, "cancel request not confirmed by the server"),
             }
         }
-        None => tracing::debug!("cancel request with an unknown key ignored"),
+        None => match pooler.cancel_elsewhere.get() {
+            Some(pass_on) if pass_on(pid, secret) => {
+                tracing::debug!("cancel request with a key unknown here passed to the process this one took over from");
+            }
+            _ => tracing::debug!("cancel request with an unknown key ignored"),
+        },
     }
 }

@@ -2,6 +2,7 @@
 //! `service.user`, the pidfile, the pooler and its tasks.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
@@ -61,14 +62,15 @@ pub(super) async fn start(
     });
     let accept = tokio::spawn(crate::client::accept(listeners, pooler.clone()));
     if let Some(taken) = taken {
-        confirm_takeover(taken).await;
+        confirm_takeover(taken, &pooler).await;
         if let Some(p) = &service.pidfile {
             pidfile = Some(Pidfile::take_over(p).map_err(|e| e.to_string())?);
         }
     }
     let (requests, taking_over) = mpsc::channel(1);
+    let cancels = cancels_from_successor(&pooler);
     let control = control.and_then(|mut c| match c.place() {
-        Ok(()) => Some(tokio::spawn(c.serve(handover, requests))),
+        Ok(()) => Some(tokio::spawn(c.serve(handover, requests, cancels))),
         Err(e) => {
             tracing::warn!(error = %e, "no takeover control socket; --takeover cannot reach this process");
             None
@@ -130,14 +132,32 @@ async fn bind_metrics(
     Ok(Some(l))
 }
 
-/// This process accepts now: only then may the old one stop.
-async fn confirm_takeover(taken: Taken) {
+/// This process accepts now: only then may the old one stop. Cancel keys
+/// unknown here go to it from then on.
+async fn confirm_takeover(taken: Taken, pooler: &Pooler) {
     match taken.accepting().await {
-        Ok(old) => tracing::info!(pid = old, "took over; the old process drains"),
+        Ok((old, forwarder)) => {
+            tracing::info!(pid = old, "took over; the old process drains");
+            let pass_on = move |pid, secret| forwarder.forward(pid, secret);
+            let _ = pooler.cancel_elsewhere.set(Box::new(pass_on));
+        }
         Err(e) => {
             tracing::warn!(error = %e, "takeover: the old process did not confirm; it may still accept too")
         }
     }
+}
+
+/// Cancels a successor passes on, once this process has handed over and
+/// drains: each is served as a CancelRequest that reached this process.
+fn cancels_from_successor(pooler: &Arc<Pooler>) -> mpsc::UnboundedSender<(i32, i32)> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<(i32, i32)>();
+    let pooler = pooler.clone();
+    tokio::spawn(async move {
+        while let Some((pid, secret)) = rx.recv().await {
+            crate::client::cancel(&pooler, pid, secret).await;
+        }
+    });
+    tx
 }
 
 /// `service.user` (or `--user`): switch now that every socket is bound.

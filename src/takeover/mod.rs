@@ -15,6 +15,11 @@
 //!    `draining`, and from there on is in its safe shutdown: its sessions
 //!    end by themselves within `pool.shutdown_timeout`, then it exits.
 //!
+//! The conversation then stays open while the old process drains: a
+//! CancelRequest reaches whichever process accepts it, which after step 4
+//! is the new one, so the new one passes each key it does not know on to
+//! the old one (`cancel`), which may have the client it belongs to.
+//!
 //! Both processes hold the same listening sockets during the overlap, so a
 //! connection waiting in the backlog is accepted by whichever is first,
 //! and none is refused. The old process leaves the Unix socket file and the
@@ -33,7 +38,7 @@ use std::path::PathBuf;
 use crate::config::Config;
 
 pub use offer::{ControlSocket, Request};
-pub use take::{take, Taken};
+pub use take::{take, CancelForwarder, Taken};
 
 /// Why a takeover (either side) failed.
 #[derive(Debug, thiserror::Error)]

@@ -95,7 +95,15 @@ impl ControlSocket {
     /// it, and this returns once the new process heard that this one
     /// stopped accepting. A failed or malformed conversation is logged and
     /// changes nothing.
-    pub async fn serve(mut self, handover: Handover, requests: mpsc::Sender<Request>) {
+    ///
+    /// While this process then drains, the new one passes on the
+    /// CancelRequests it has no key for: they arrive on `cancels`.
+    pub async fn serve(
+        mut self,
+        handover: Handover,
+        requests: mpsc::Sender<Request>,
+        cancels: mpsc::UnboundedSender<(i32, i32)>,
+    ) {
         let handover = Arc::new(handover);
         loop {
             let stream = match self.listener.accept().await {
@@ -107,7 +115,10 @@ impl ControlSocket {
                 }
             };
             match self.converse(stream, &handover, &requests).await {
-                Ok(()) => return,
+                Ok(conn) => {
+                    relay_cancels(conn, cancels);
+                    return;
+                }
                 Err(e) => tracing::warn!(error = %e, "takeover refused or failed; still serving"),
             }
         }
@@ -118,7 +129,7 @@ impl ControlSocket {
         stream: UnixStream,
         handover: &Arc<Handover>,
         requests: &mpsc::Sender<Request>,
-    ) -> Result<(), TakeoverError> {
+    ) -> Result<Conn, TakeoverError> {
         let uid = stream.peer_cred().map_err(wire_io)?.uid();
         // SAFETY: geteuid cannot fail.
         let own = unsafe { libc::geteuid() };
@@ -136,7 +147,7 @@ impl ControlSocket {
         self.state = File::HandedOver;
         let (stopped, done) = oneshot::channel();
         if requests.send(Request { pid, stopped }).await.is_err() {
-            return Ok(());
+            return Ok(conn);
         }
         let _ = done.await;
         let mut conn = conn;
@@ -147,9 +158,10 @@ impl ControlSocket {
                 },
                 &[],
             )
+            .map(|()| conn)
         })
-        .await??;
-        Ok(())
+        .await?
+        .map_err(TakeoverError::from)
     }
 }
 
@@ -180,6 +192,38 @@ fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32), TakeoverErr
     match conn.recv_plain()? {
         Message::Accepting { pid } => Ok((conn, pid)),
         other => Err(TakeoverError::Unexpected(Box::new(other))),
+    }
+}
+
+/// Reads the cancels the new process passes on, until it hangs up. On a
+/// thread of its own rather than the runtime's blocking pool, whose
+/// shutdown would wait for a read that has no end.
+fn relay_cancels(mut conn: Conn, cancels: mpsc::UnboundedSender<(i32, i32)>) {
+    if let Err(e) = conn.wait_indefinitely() {
+        tracing::warn!(error = %e, "takeover: cannot keep the control connection for cancels");
+        return;
+    }
+    let spawned = std::thread::Builder::new()
+        .name("takeover-cancels".into())
+        .spawn(move || loop {
+            match conn.recv_plain() {
+                Ok(Message::Cancel { pid, secret }) => {
+                    if cancels.send((pid, secret)).is_err() {
+                        return;
+                    }
+                }
+                Ok(other) => {
+                    tracing::warn!(message = ?other, "takeover: unexpected control message while draining");
+                    return;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "takeover: the new process closed the control connection");
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "takeover: cannot start the cancel relay");
     }
 }
 

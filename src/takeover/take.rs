@@ -47,8 +47,9 @@ pub async fn take(config: &Config) -> Result<Taken, TakeoverError> {
 }
 
 impl Taken {
-    /// This process accepts now: the old one stops and drains. Returns its pid.
-    pub async fn accepting(self) -> Result<u32, TakeoverError> {
+    /// This process accepts now: the old one stops and drains. Returns its
+    /// pid, and where to send the cancels this process has no key for.
+    pub async fn accepting(self) -> Result<(u32, CancelForwarder), TakeoverError> {
         let mut conn = self.conn;
         tokio::task::spawn_blocking(move || {
             conn.send(
@@ -58,10 +59,37 @@ impl Taken {
                 &[],
             )?;
             match conn.recv_plain()? {
-                Message::Draining { pid } => Ok(pid),
+                Message::Draining { pid } => Ok((pid, CancelForwarder::start(conn)?)),
                 other => Err(TakeoverError::Unexpected(Box::new(other))),
             }
         })
         .await?
+    }
+}
+
+/// Passes cancel keys on to the draining old process, over the control
+/// connection, from a thread of its own (a write may block briefly).
+pub struct CancelForwarder(std::sync::mpsc::Sender<(i32, i32)>);
+
+impl CancelForwarder {
+    fn start(mut conn: Conn) -> Result<CancelForwarder, TakeoverError> {
+        let (tx, rx) = std::sync::mpsc::channel::<(i32, i32)>();
+        std::thread::Builder::new()
+            .name("takeover-cancels".into())
+            .spawn(move || {
+                for (pid, secret) in rx {
+                    if let Err(e) = conn.send(&Message::Cancel { pid, secret }, &[]) {
+                        tracing::debug!(error = %e, "takeover: the old process is gone; cancels stay here");
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| TakeoverError::Wire(e.into()))?;
+        Ok(CancelForwarder(tx))
+    }
+
+    /// Passes one key on; false once the old process is gone.
+    pub fn forward(&self, pid: i32, secret: i32) -> bool {
+        self.0.send((pid, secret)).is_ok()
     }
 }

@@ -54,6 +54,14 @@ pub enum Message {
         /// The old process.
         pid: u32,
     },
+    /// New → old, while the old one drains: a CancelRequest the new one
+    /// has no key for, which may be for a client still on the old one.
+    Cancel {
+        /// The key's process id.
+        pid: i32,
+        /// The key's secret.
+        secret: i32,
+    },
 }
 
 /// Why a control conversation failed.
@@ -194,6 +202,13 @@ impl Conn {
         }
     }
 
+    /// No more read timeout: the conversation now lasts as long as the
+    /// old process drains, carrying [`Message::Cancel`].
+    pub fn wait_indefinitely(&mut self) -> Result<(), WireError> {
+        self.stream.set_read_timeout(None)?;
+        Ok(())
+    }
+
     /// [`Conn::recv`] for a message that must come without descriptors.
     pub fn recv_plain(&mut self) -> Result<Message, WireError> {
         let (msg, fds) = self.recv()?;
@@ -225,6 +240,10 @@ mod tests {
             },
             Message::Accepting { pid: 42 },
             Message::Draining { pid: 41 },
+            Message::Cancel {
+                pid: -1,
+                secret: i32::MIN,
+            },
         ];
         for msg in msgs {
             let frame = encode(&msg);
