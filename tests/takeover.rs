@@ -392,3 +392,24 @@ async fn a_cancel_for_a_client_draining_on_the_old_process_still_cancels() {
     tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
     drop(new);
 }
+
+#[test]
+fn a_new_process_that_vanishes_after_taking_over_does_not_hang_the_old_one() {
+    let pg = PgCluster::shared();
+    let mut old = Pooler::start(pg, PoolerOpts::transaction(1));
+    let mut s = UnixStream::connect(control_path(&old)).expect("connect to the control socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame(b"{\"type\":\"hello\",\"version\":1}"))
+        .unwrap();
+    // A plain read: the kernel closes the descriptors that ride along.
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("the offer");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).expect("the offer");
+    assert!(String::from_utf8_lossy(&body).contains("\"offer\""));
+    s.write_all(&frame(b"{\"type\":\"accepting\",\"pid\":1}"))
+        .unwrap();
+    drop(s);
+    // It has handed over and stops, whether or not the goodbye got through.
+    assert_exits(&mut old, Duration::from_secs(10));
+}

@@ -119,6 +119,12 @@ impl ControlSocket {
                     relay_cancels(conn, cancels);
                     return;
                 }
+                // Past the handover this process stops whatever happens
+                // (and its shutdown waits for this task).
+                Err(e) if self.state == File::HandedOver => {
+                    tracing::warn!(error = %e, "takeover: the new process went away after taking over");
+                    return;
+                }
                 Err(e) => tracing::warn!(error = %e, "takeover refused or failed; still serving"),
             }
         }
