@@ -13,7 +13,9 @@
 //! metrics endpoint, [`report`] `pgharbor report`, [`check`] what start-up refuses
 //! (`pgharbor check` and start-up both run it), [`logging`] the
 //! binary's log output (text or JSON), [`signals`] the operator signals,
-//! [`service`] what running as a system service needs.
+//! [`service`] what running as a system service needs, [`takeover`] handing
+//! the listening sockets to a new process (`--takeover`), and [`lifecycle`]
+//! one process from start to exit, which wires all of them together.
 //!
 //! Dependencies point down and never round: `protocol` and `config` depend
 //! on nothing in the crate; `listener` (which owns the peer class,
@@ -31,6 +33,7 @@ pub mod client;
 pub mod config;
 pub mod fuzzing;
 pub mod import;
+pub mod lifecycle;
 pub mod listener;
 pub mod logging;
 pub mod pool;
@@ -43,4 +46,5 @@ pub mod signals;
 pub mod sockopt;
 pub mod stats;
 pub mod stream;
+pub mod takeover;
 pub mod tls;

@@ -2,22 +2,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
-use tokio_util::sync::CancellationToken;
 
 use pgharbor::check::Finding;
 use pgharbor::config::Config;
-use pgharbor::listener::Listeners;
+use pgharbor::lifecycle::{self, ServiceOpts};
 use pgharbor::logging::LogFormat;
-use pgharbor::pooler::Pooler;
-use pgharbor::service::activation::Inherited;
 use pgharbor::service::logfile::{self, LogFile};
-use pgharbor::service::notify::Notifier;
-use pgharbor::service::pidfile::{self, Pidfile};
-use pgharbor::service::{limits, privileges};
-use pgharbor::signals::{self, Action, Shutdown, Signals};
 
 /// A PostgreSQL connection pooler that treats Unix sockets and TCP differently.
 #[derive(Parser)]
@@ -51,6 +43,11 @@ struct Cli {
     /// Become this user after binding the sockets (overrides service.user).
     #[arg(long)]
     user: Option<String>,
+    /// Take the listening sockets over from the pgharbor running on this
+    /// config, which then stops accepting and drains: a restart that
+    /// refuses no connection.
+    #[arg(long)]
+    takeover: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -99,6 +96,7 @@ fn main() -> ExitCode {
     let service = ServiceOpts {
         pidfile: cli.pidfile,
         user: cli.user,
+        takeover: cli.takeover,
     };
     match cli.command {
         Some(Command::Check) => check(&cli.config),
@@ -110,12 +108,6 @@ fn main() -> ExitCode {
         }) => import_pgbouncer(&ini, userlist.as_deref(), output.as_deref()),
         None => run(&cli.config, cli.threads, service),
     }
-}
-
-/// What the command line adds to the config for running as a service.
-struct ServiceOpts {
-    pidfile: Option<PathBuf>,
-    user: Option<String>,
 }
 
 /// `pgharbor check`: what start-up would refuse (and warn about), without
@@ -211,175 +203,11 @@ fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(serve(config, service)) {
+    match runtime.block_on(lifecycle::serve(config, service)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("pgharbor: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-async fn serve(config: Config, service: ServiceOpts) -> Result<(), String> {
-    // First, so that no signal during start-up ends the process by its
-    // default action, skipping the clean-up and the log line.
-    let mut signals = Signals::install().map_err(|e| e.to_string())?;
-    let notifier = Notifier::from_env();
-    if let Some(p) = &service.pidfile {
-        pidfile::check(p).map_err(|e| e.to_string())?;
-    }
-    let mut inherited = Inherited::from_env().map_err(|e| e.to_string())?;
-    let listeners = Listeners::bind_with(&config, &mut inherited)
-        .await
-        .map_err(|e| e.to_string())?;
-    inherited.finish().map_err(|e| e.to_string())?;
-    let shutdown_timeout = config.pool.shutdown_timeout;
-    let path = config.path.clone();
-    // Bound before start-up completes, so a taken port fails the start as the
-    // client listeners do. Changing it takes a restart.
-    let metrics_listener = match config.admin.metrics_listen {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|e| format!("admin.metrics_listen {addr}: {e}"))?,
-        ),
-        None => None,
-    };
-    drop_privileges(&config, service.user.as_deref(), &listeners)?;
-    let _pidfile = match &service.pidfile {
-        Some(p) => Some(Pidfile::create(p).map_err(|e| e.to_string())?),
-        None => None,
-    };
-    limits::warn_if_low(&config);
-    let pooler = Pooler::new(config).await.map_err(|e| e.to_string())?;
-    let metrics_stop = CancellationToken::new();
-    let metrics = metrics_listener.map(|l| {
-        tokio::spawn(pgharbor::admin::metrics::serve_on(
-            l,
-            pooler.clone(),
-            metrics_stop.clone(),
-        ))
-    });
-    let accept = tokio::spawn(pgharbor::client::accept(listeners, pooler.clone()));
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), "pgharbor started");
-    notifier.ready("accepting connections");
-    let mode = loop {
-        let sig = signals.recv().await;
-        match signals::action(sig, false) {
-            Action::Shutdown(mode) => break mode,
-            other => on_signal(other, &pooler, &path, &notifier).await,
-        }
-    };
-    notifier.stopping(match mode {
-        Shutdown::Safe => "safe shutdown: waiting for sessions to end",
-        Shutdown::Immediate => "immediate shutdown",
-    });
-    pooler.stop_accepting.cancel();
-    let _ = accept.await;
-    pooler.tasks.close();
-    if mode == Shutdown::Safe {
-        drain(&mut signals, &pooler, &path, &notifier, shutdown_timeout).await;
-    } else {
-        tracing::info!("immediate shutdown: closing sessions now");
-    }
-    pooler.terminate_sessions();
-    // Metrics stay up through the graceful drain, for whoever watches it.
-    metrics_stop.cancel();
-    if let Some(task) = metrics {
-        let _ = task.await;
-    }
-    let wait = tokio::time::sleep(std::time::Duration::from_secs(2));
-    tokio::pin!(wait);
-    loop {
-        tokio::select! {
-            _ = pooler.tasks.wait() => break,
-            _ = &mut wait => break,
-            sig = signals.recv() => if matches!(signals::action(sig, true), Action::Shutdown(_)) { break },
-        }
-    }
-    tracing::info!("pgharbor stopped");
-    Ok(())
-}
-
-/// Safe shutdown: sessions may end by themselves within `timeout`; a second
-/// shutdown signal cuts the wait short. Other signals still work meanwhile.
-async fn drain(
-    signals: &mut Signals,
-    pooler: &Arc<Pooler>,
-    path: &Path,
-    notifier: &Notifier,
-    timeout: std::time::Duration,
-) {
-    tracing::info!(timeout = ?timeout, "safe shutdown: no new clients; waiting for sessions to end");
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            _ = pooler.tasks.wait() => return,
-            _ = &mut deadline => {
-                tracing::info!("shutdown_timeout reached; closing sessions");
-                return;
-            }
-            sig = signals.recv() => match signals::action(sig, true) {
-                Action::Shutdown(_) => {
-                    tracing::info!(signal = %sig, "immediate shutdown: closing sessions now");
-                    return;
-                }
-                other => on_signal(other, pooler, path, notifier).await,
-            },
-        }
-    }
-}
-
-/// The signals that do not stop the pooler.
-async fn on_signal(action: Action, pooler: &Arc<Pooler>, path: &Path, notifier: &Notifier) {
-    match action {
-        Action::Reload => {
-            notifier.reloading();
-            // First, so log rotation works even while the config file is broken.
-            logfile::reopen();
-            reload(pooler, path).await;
-            notifier.ready("accepting connections");
-        }
-        Action::Pause => signals::pause(pooler),
-        Action::Resume => signals::resume(pooler),
-        Action::Shutdown(_) => {}
-    }
-}
-
-/// `service.user` (or `--user`): switch now that every socket is bound.
-fn drop_privileges(
-    config: &Config,
-    cli_user: Option<&str>,
-    listeners: &Listeners,
-) -> Result<(), String> {
-    let Some(name) = cli_user.or(config.service.user.as_deref()) else {
-        return Ok(());
-    };
-    let user = privileges::lookup(name).map_err(|e| e.to_string())?;
-    let own: Vec<&Path> = listeners
-        .own_socket_file()
-        .into_iter()
-        .chain(logfile::installed().map(LogFile::path))
-        .collect();
-    privileges::switch(&user, &own).map_err(|e| e.to_string())?;
-    if let Err(e) = std::fs::File::open(&config.path) {
-        tracing::warn!(path = %config.path.display(), user = %user.name, error = %e, "service.user cannot read the config file: RELOAD and SIGHUP will fail");
-    }
-    Ok(())
-}
-
-/// SIGHUP: re-read the config and auth file; a broken file keeps the old ones.
-async fn reload(pooler: &Arc<Pooler>, path: &Path) {
-    let config = match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "reload failed; keeping the old configuration");
-            return;
-        }
-    };
-    match pooler.reload(config).await {
-        Ok(()) => tracing::info!("configuration reloaded"),
-        Err(e) => tracing::error!(error = %e, "reload failed; keeping the old configuration"),
     }
 }

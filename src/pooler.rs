@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -119,7 +119,14 @@ pub struct Pooler {
     pub console_sessions: AtomicUsize,
     /// What `auth.query` found, and the bound on lookups at once.
     pub secrets: SecretCache,
+    /// Where a CancelRequest with a key unknown here goes: set after a
+    /// takeover, to the draining process whose clients hold such keys;
+    /// returns false once that process is gone.
+    pub cancel_elsewhere: OnceLock<CancelElsewhere>,
 }
+
+/// Passes a cancel key (pid, secret) on to another process.
+pub type CancelElsewhere = Box<dyn Fn(i32, i32) -> bool + Send + Sync>;
 
 /// Loads the auth file off the async workers (plain passwords cost a PBKDF2 each).
 pub async fn load_auth_file(config: &Config) -> Result<Option<Arc<AuthFile>>, PoolerError> {
@@ -190,6 +197,7 @@ impl Pooler {
             buffers: Arc::default(),
             disabled: Mutex::default(),
             console_sessions: AtomicUsize::new(0),
+            cancel_elsewhere: OnceLock::new(),
         });
         let snap = pooler.snapshot();
         pooler

@@ -60,7 +60,14 @@ async fn cancel_local(pooler: &Pooler, pid: i32, secret: i32) {
                 Err(e) => tracing::warn!(error = %e, "cancel request not confirmed by the server"),
             }
         }
-        None => tracing::debug!("cancel request with an unknown key ignored"),
+        // After a takeover, a key of a client still draining on the old
+        // process is passed to it.
+        None => match pooler.cancel_elsewhere.get() {
+            Some(pass_on) if pass_on(pid, secret) => tracing::debug!(
+                "cancel request with a key unknown here passed to the process this one took over from"
+            ),
+            _ => tracing::debug!("cancel request with an unknown key ignored"),
+        },
     }
 }
 

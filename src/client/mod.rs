@@ -93,6 +93,12 @@ pub async fn accept(listeners: Listeners, pooler: Arc<Pooler>) {
     listeners.serve(stop, Arc::new(Sessions(pooler))).await
 }
 
+/// Cancels what the client holding key (`pid`, `secret`) runs, as its
+/// CancelRequest would (a takeover's old process gets keys this way).
+pub async fn cancel(pooler: &Pooler, pid: i32, secret: i32) {
+    cancel::serve(pooler, pid, secret).await
+}
+
 /// Serves one client connection to the end.
 pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
     let span = tracing::info_span!(

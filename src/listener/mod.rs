@@ -17,8 +17,10 @@ use crate::config::{Config, TcpOptions};
 use crate::service::activation::Inherited;
 use crate::stream::Stream;
 
+mod handover;
 mod transport;
 
+pub use handover::Handover;
 pub use transport::Transport;
 
 /// Facts about one accepted connection, known before any byte is read.
@@ -83,17 +85,19 @@ pub enum ListenError {
 
 /// Bound sockets; the Unix socket file is removed when this is dropped,
 /// unless the socket was inherited: then the service manager that made the
-/// file owns it and will accept on it again for the next start.
+/// file owns it and will accept on it again for the next start. A socket
+/// handed to a new process by takeover is that process's to remove.
 pub struct Listeners {
     tcp: Vec<TcpListener>,
     unix: Option<(UnixListener, PathBuf)>,
     unix_path: Option<PathBuf>,
     unix_inherited: bool,
+    given_away: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Drop for Listeners {
     fn drop(&mut self) {
-        if self.unix_inherited {
+        if self.unix_inherited || self.given_away.load(Ordering::SeqCst) {
             return;
         }
         let path = self
@@ -165,6 +169,7 @@ impl Listeners {
             unix,
             unix_path: None,
             unix_inherited,
+            given_away: Arc::default(),
         })
     }
 

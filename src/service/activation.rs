@@ -10,7 +10,7 @@
 //! not a listener nobody configured a TLS policy for.
 
 use std::net::{SocketAddr, TcpListener};
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
@@ -67,6 +67,25 @@ impl Inherited {
             inherited.add(sock, fd, name)?;
         }
         Ok(inherited)
+    }
+
+    /// The listening sockets a takeover received from the running process,
+    /// matched to the config like activated ones.
+    pub fn from_fds(fds: Vec<OwnedFd>) -> Result<Inherited, ActivationError> {
+        let mut inherited = Inherited::default();
+        for fd in fds {
+            let raw = fd.as_raw_fd();
+            inherited.add(Socket::from(fd), raw, "takeover".into())?;
+        }
+        Ok(inherited)
+    }
+
+    /// Closes what no configured listener claimed, naming it: after a
+    /// takeover that is an address the new config dropped, not an error.
+    pub fn close_unused(self) -> Vec<String> {
+        (self.tcp.iter().map(|(a, _)| a.to_string()))
+            .chain(self.unix.iter().map(|(p, _)| p.display().to_string()))
+            .collect()
     }
 
     fn add(&mut self, sock: Socket, fd: RawFd, name: String) -> Result<(), ActivationError> {

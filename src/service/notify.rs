@@ -59,6 +59,15 @@ impl Notifier {
         self.send(&format!("STOPPING=1\nSTATUS={status}\n"));
     }
 
+    /// MAINPID of the process that took over, which the service manager
+    /// follows from now on (this one drains and exits); not STOPPING, since
+    /// the service goes on.
+    pub fn handed_over(&self, pid: u32) {
+        self.send(&format!(
+            "MAINPID={pid}\nSTATUS=handed over to process {pid}; draining\n"
+        ));
+    }
+
     fn send(&self, msg: &str) {
         let Some((sock, addr)) = &self.target else {
             return;

@@ -79,6 +79,16 @@ impl Pidfile {
     /// writes this process's id to it.
     pub fn create(path: &Path) -> Result<Pidfile, PidfileError> {
         check(path)?;
+        Pidfile::write(path)
+    }
+
+    /// After a takeover: the file names the process handing over, which
+    /// leaves it alone once it no longer holds its own id.
+    pub fn take_over(path: &Path) -> Result<Pidfile, PidfileError> {
+        Pidfile::write(path)
+    }
+
+    fn write(path: &Path) -> Result<Pidfile, PidfileError> {
         let io = |source| PidfileError::Io {
             path: path.to_path_buf(),
             source,
@@ -94,6 +104,13 @@ impl Pidfile {
 
 impl Drop for Pidfile {
     fn drop(&mut self) {
+        // A process that took over has written its own id here.
+        let own = std::fs::read_to_string(&self.path)
+            .map(|t| t.trim() == std::process::id().to_string())
+            .unwrap_or(true);
+        if !own {
+            return;
+        }
         if let Err(e) = std::fs::remove_file(&self.path) {
             tracing::warn!(path = %self.path.display(), error = %e, "cannot remove pidfile");
         }
@@ -122,6 +139,10 @@ mod tests {
         assert_eq!(text.trim(), std::process::id().to_string());
         drop(p);
         assert!(!path.exists());
+        let p = Pidfile::take_over(&path).unwrap();
+        std::fs::write(&path, "1\n").unwrap();
+        drop(p);
+        assert!(path.exists(), "removed another process's pidfile");
         std::fs::write(&path, "not a pid").unwrap();
         assert!(check(&path).is_ok());
         let _ = std::fs::remove_dir_all(&dir);

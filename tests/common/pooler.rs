@@ -328,8 +328,6 @@ impl Pooler {
     /// Like [`Pooler::start`], returning the failure instead of panicking.
     pub fn try_start(cluster: &PgCluster, opts: PoolerOpts) -> Result<Pooler, String> {
         let dir = unique_temp_dir("pooler");
-        let pidfile = dir.join("harness-pgharbor.pid");
-        let watchdog = spawn_watchdog(&pidfile, "KILL", &dir);
         let port = opts.port.unwrap_or_else(free_port);
         let sock_dir = match (&opts.socket_dir, opts.unix) {
             (_, false) => None,
@@ -352,25 +350,7 @@ impl Pooler {
         }
         write_userlist(&dir.join("userlist.txt"), &userlist);
 
-        let log = dir.join("pgharbor.log");
-        let log_file = std::fs::File::create(&log).expect("create pgharbor.log");
-        let mut cmd = Command::new(Pooler::binary());
-        cmd.arg("--config")
-            .arg(&config_path)
-            .args(&opts.args)
-            .current_dir(&dir)
-            .env(
-                "RUST_LOG",
-                std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            // The pooler itself must leave colour out of a log file.
-            .env_remove("NO_COLOR")
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("dup log"))
-            .stderr(log_file)
-            .process_group(0);
-        let child = cmd.spawn().expect("spawn pgharbor");
-        std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+        let (child, log, watchdog) = spawn_in(&dir, &config_path, &opts.args);
         let mut pooler = Pooler {
             dir,
             port,
@@ -383,6 +363,40 @@ impl Pooler {
         };
         pooler.wait_listening(Duration::from_secs(10))?;
         Ok(pooler)
+    }
+
+    /// Starts `pgharbor --takeover` on this pooler's config (with `args`),
+    /// in its own temp dir for its log; returns once it says it took over.
+    /// Drop it before this one: the socket directory is this one's.
+    pub fn take_over(&self, args: &[&str]) -> Result<Pooler, String> {
+        let dir = unique_temp_dir("pooler-takeover");
+        let mut all = vec!["--takeover".to_string()];
+        all.extend(args.iter().map(|a| a.to_string()));
+        let (child, log, watchdog) = spawn_in(&dir, &self.config_path, &all);
+        let mut next = Pooler {
+            dir,
+            port: self.port,
+            sock_dir: self.sock_dir.clone(),
+            tcp: self.tcp,
+            config_path: self.config_path.clone(),
+            log,
+            child: Some(child),
+            watchdog: Some(watchdog),
+        };
+        let took = super::wait::wait_until(Duration::from_secs(15), || {
+            next.log_text().contains("took over")
+                || next
+                    .child
+                    .as_mut()
+                    .is_some_and(|c| c.try_wait().ok().flatten().is_some())
+        });
+        if !took || !next.log_text().contains("took over") {
+            return Err(format!(
+                "takeover did not happen; log:\n{}",
+                next.log_text()
+            ));
+        }
+        Ok(next)
     }
 
     fn config_text(
@@ -645,6 +659,33 @@ impl Pooler {
         let port = free_port();
         Pooler::config_text(cluster, opts, port, &Some(std::env::temp_dir()))
     }
+}
+
+/// Spawns pgharbor on `config_path` with `args`, logging into `dir`, with
+/// a watchdog that kills it if the test binary dies.
+fn spawn_in(dir: &Path, config_path: &Path, args: &[String]) -> (Child, PathBuf, Child) {
+    let pidfile = dir.join("harness-pgharbor.pid");
+    let watchdog = spawn_watchdog(&pidfile, "KILL", dir);
+    let log = dir.join("pgharbor.log");
+    let log_file = std::fs::File::create(&log).expect("create pgharbor.log");
+    let mut cmd = Command::new(Pooler::binary());
+    cmd.arg("--config")
+        .arg(config_path)
+        .args(args)
+        .current_dir(dir)
+        .env(
+            "RUST_LOG",
+            std::env::var("PGHARBOR_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        // The pooler itself must leave colour out of a log file.
+        .env_remove("NO_COLOR")
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().expect("dup log"))
+        .stderr(log_file)
+        .process_group(0);
+    let child = cmd.spawn().expect("spawn pgharbor");
+    std::fs::write(&pidfile, child.id().to_string()).expect("write pidfile");
+    (child, log, watchdog)
 }
 
 /// Whether something accepts connections at `ep`. The probe sends a
