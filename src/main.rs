@@ -30,9 +30,10 @@ struct Cli {
     /// Log line format: `text` for people, `json` (one object per line) for log shippers.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
-    /// Worker threads; 1 runs everything on one thread (best on small machines,
-    /// where the pooler shares cores with PostgreSQL and clients), 0 = one per core.
-    #[arg(long, default_value_t = 1)]
+    /// Worker threads: a number, or `auto` (or 0) for one per core this
+    /// process may use; 1 runs everything on one thread (best on small
+    /// machines, where the pooler shares cores with PostgreSQL and clients).
+    #[arg(long, default_value = "1", value_parser = parse_threads)]
     threads: usize,
     /// Write the process id here once started; removed on exit.
     #[arg(long)]
@@ -162,6 +163,18 @@ fn import_pgbouncer(ini: &Path, userlist: Option<&Path>, output: Option<&Path>) 
     ExitCode::SUCCESS
 }
 
+/// `--threads`: `auto` and 0 mean the cores this process may run on (its
+/// CPU affinity and cgroup quota, as std reads them), else a count.
+fn parse_threads(arg: &str) -> Result<usize, String> {
+    let n = match arg.trim() {
+        "auto" | "0" => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n
+            .parse::<usize>()
+            .map_err(|_| format!("expected a number of threads or \"auto\", not \"{arg}\""))?,
+    };
+    Ok(n)
+}
+
 fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
     let mut config = match Config::load(path) {
         Ok(c) => c,
@@ -187,15 +200,14 @@ fn run(path: &Path, threads: usize, service: ServiceOpts) -> ExitCode {
         }
         return ExitCode::FAILURE;
     }
-    let mut builder = if threads == 1 {
+    let mut builder = if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
-        if threads > 1 {
-            b.worker_threads(threads);
-        }
+        b.worker_threads(threads);
         b
     };
+    tracing::info!(threads, "runtime threads");
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {

@@ -225,3 +225,29 @@ fn log_format_json_writes_one_object_per_line() {
         "span list repeats the span: {login}"
     );
 }
+
+#[test]
+fn threads_auto_is_one_per_core_and_a_bad_count_is_refused() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for (arg, want) in [("auto", cores), ("2", 2), ("1", 1)] {
+        let log = log_of_a_short_run(&["--threads", arg]);
+        let line = log
+            .lines()
+            .find(|l| l.contains("runtime threads"))
+            .unwrap_or_else(|| panic!("--threads {arg}: no runtime line in\n{log}"));
+        assert!(
+            line.ends_with(&format!("threads={want}")),
+            "--threads {arg} should run {want} threads: {line}"
+        );
+    }
+    let out = Command::new(Pooler::binary())
+        .args(["--threads", "lots", "--config", "/nonexistent.toml"])
+        .output()
+        .expect("run pgharbor");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("expected a number of threads or \"auto\""),
+        "{err}"
+    );
+}
