@@ -14,23 +14,9 @@ pub const CANCEL_CONFIRM_LIMIT: Duration = Duration::from_secs(5);
 /// has signalled the backend, so the cancel cannot land on a later query.
 /// Ok only when that close was seen.
 pub async fn send_cancel(cancel: &CancelTarget) -> std::io::Result<()> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let send = async {
         let mut stream = cancel.target.open().await?;
-        let mut buf = bytes::BytesMut::with_capacity(16);
-        postgres_protocol::message::frontend::cancel_request(cancel.pid, cancel.secret, &mut buf);
-        stream.write_all(&buf).await?;
-        stream.flush().await?;
-        let mut sink = [0u8; 64];
-        loop {
-            match stream.read(&mut sink).await {
-                Ok(0) => return Ok(()),
-                Ok(_) => continue,
-                // A reset after the request went out is the server closing too.
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
+        request_and_wait_close(&mut stream, cancel.pid, cancel.secret).await
     };
     match tokio::time::timeout(CANCEL_CONFIRM_LIMIT, send).await {
         Ok(r) => r,
@@ -38,5 +24,29 @@ pub async fn send_cancel(cancel: &CancelTarget) -> std::io::Result<()> {
             std::io::ErrorKind::TimedOut,
             "the server did not close the cancel connection in time",
         )),
+    }
+}
+
+/// Writes a CancelRequest for (`pid`, `secret`) on `stream` and reads until
+/// the other side closes, which it does once it has passed the signal on
+/// (PostgreSQL, or a fleet peer); unbounded, so callers put a timeout on it.
+pub async fn request_and_wait_close<S>(stream: &mut S, pid: i32, secret: i32) -> std::io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = bytes::BytesMut::with_capacity(16);
+    postgres_protocol::message::frontend::cancel_request(pid, secret, &mut buf);
+    stream.write_all(&buf).await?;
+    stream.flush().await?;
+    let mut sink = [0u8; 64];
+    loop {
+        match stream.read(&mut sink).await {
+            Ok(0) => return Ok(()),
+            Ok(_) => continue,
+            // A reset after the request went out is the other side closing too.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+            Err(e) => return Err(e),
+        }
     }
 }

@@ -33,7 +33,7 @@ use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
 use crate::stream::Stream;
 
-pub use cancel::{send_cancel, CANCEL_CONFIRM_LIMIT};
+pub use cancel::{request_and_wait_close, send_cancel, CANCEL_CONFIRM_LIMIT};
 pub use error::{BackendError, PoolerStatement, ServerError};
 pub use handoff::{CancelGate, CancelInFlight, Departure, HandOff, LinkState};
 pub use ledger::{Ledger, TxStatus, UnnamedKey};

@@ -9,11 +9,10 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpStream, UnixStream};
 
-use crate::backend::{send_cancel, CANCEL_CONFIRM_LIMIT};
+use crate::backend::{request_and_wait_close, send_cancel, CANCEL_CONFIRM_LIMIT};
 use crate::config::{BackendHost, InstanceId, Peer};
 use crate::pooler::Pooler;
 use crate::registry::fleet::Route;
@@ -107,21 +106,7 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(
     pid: i32,
     secret: i32,
 ) -> io::Result<()> {
-    let exchange = async {
-        let mut buf = BytesMut::with_capacity(16);
-        postgres_protocol::message::frontend::cancel_request(pid, secret, &mut buf);
-        stream.write_all(&buf).await?;
-        stream.flush().await?;
-        let mut sink = [0u8; 64];
-        loop {
-            match stream.read(&mut sink).await {
-                Ok(0) => return Ok(()),
-                Ok(_) => continue,
-                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-    };
+    let exchange = request_and_wait_close(&mut stream, pid, secret);
     tokio::time::timeout(PEER_CLOSE_LIMIT, exchange)
         .await
         .unwrap_or_else(|_| Err(timed_out("the peer did not close the connection in time")))
