@@ -25,7 +25,7 @@ pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 
 use crate::config::{is_admin_database, TcpOptions};
-use crate::listener::{ConnContext, Listeners, Serve};
+use crate::listener::{proxy, ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
@@ -94,11 +94,30 @@ pub async fn accept(listeners: Listeners, pooler: Arc<Pooler>) {
 
 /// Serves one client connection to the end.
 pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
+    let ctx = {
+        let listen = &pooler.config().listen;
+        let (id, peer) = (ctx.id, ctx.peer.clone());
+        let admitted = proxy::admit(
+            &mut stream,
+            ctx,
+            &listen.proxy_protocol_from,
+            listen.client_login_timeout,
+        );
+        match admitted.await {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                // A load balancer gets no ErrorResponse: it would not read it.
+                tracing::info!(id, peer = %peer, reason = %e, "PROXY protocol source refused");
+                return;
+            }
+        }
+    };
     let span = tracing::info_span!(
         "client",
         id = ctx.id,
         transport = %ctx.transport,
         peer = %ctx.peer,
+        via = ctx.via.as_deref(),
         tls = tracing::field::Empty,
         user = tracing::field::Empty,
     );

@@ -208,6 +208,9 @@ pub struct ListenConfig {
     /// `tcp_keepidle`, `tcp_keepintvl`, `tcp_keepcnt`, `tcp_user_timeout`).
     /// Default: keepalive on, system timings.
     pub tcp: TcpOptions,
+    /// Peers whose TCP connections must open with a PROXY protocol header
+    /// (a bare address is a one-address block). Default empty: off.
+    pub proxy_protocol_from: Vec<ipnet::IpNet>,
 }
 
 /// `[tls]`: certificates and the per-transport policies.

@@ -51,6 +51,7 @@ pub(super) struct RawListen {
     pub tcp_keepintvl: Option<String>,
     pub tcp_keepcnt: Option<i64>,
     pub tcp_user_timeout: Option<String>,
+    pub proxy_protocol_from: Option<Vec<String>>,
 }
 
 /// `[tls]`
