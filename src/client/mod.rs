@@ -108,6 +108,7 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
             Err(e) => {
                 // A load balancer gets no ErrorResponse: it would not read it.
                 tracing::info!(id, peer = %peer, reason = %e, "PROXY protocol source refused");
+                let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
                 return;
             }
         }
@@ -117,7 +118,7 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
         id = ctx.id,
         transport = %ctx.transport,
         peer = %ctx.peer,
-        via = ctx.via.as_deref(),
+        via = ctx.via.as_deref().map(tracing::field::display),
         tls = tracing::field::Empty,
         user = tracing::field::Empty,
     );

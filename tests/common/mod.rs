@@ -10,6 +10,7 @@
 //!   can also switch to TLS after SSLRequest.
 //! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
 //!   whether libpq used TLS, tokio-postgres over TLS.
+//! - [`haproxy`]: Debian's HAProxy as a load balancer in front of poolers.
 //! - [`wait`]: waits on observable state with a deadline (never a sleep
 //!   that hopes something happened).
 //!
@@ -27,6 +28,7 @@
 pub mod clients;
 pub mod diff;
 pub mod ext;
+pub mod haproxy;
 pub mod pg;
 pub mod pki;
 pub mod pooler;
