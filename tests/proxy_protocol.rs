@@ -368,6 +368,28 @@ fn refused_sources_and_malformed_headers_are_closed_and_logged() {
         "{:?}",
         started.elapsed()
     );
+    // The header's time counts against the login's: a header finished
+    // late leaves only what remains of client_login_timeout (the pause is
+    // what is under test).
+    let started = Instant::now();
+    let mut raw = RawConn::from_tcp(connect_from(LB, p.port()));
+    let header = v2("192.0.2.1:1");
+    raw.send(&header[..10]).expect("send");
+    std::thread::sleep(Duration::from_millis(1500));
+    raw.send(&header[10..]).expect("send");
+    // Once the header is whole, the client is a client: it gets the login
+    // timeout's ErrorResponse.
+    let e = raw
+        .read_msg(STEP)
+        .error()
+        .expect("the login timeout's error");
+    assert_eq!(e.code, "08P01", "{e:?}");
+    assert!(e.message.contains("client_login_timeout"), "{e:?}");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(3000),
+        "closed after {took:?}, not at 2s from accept"
+    );
     let refused = "PROXY protocol source refused";
     let count = 2 + malformed.len() + 2;
     assert!(p.wait_for_log(refused, count, STEP), "{}", p.log_text());

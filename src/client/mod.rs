@@ -154,10 +154,15 @@ async fn run(
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
 ) -> Result<(), ClientError> {
-    // The login timeout covers what the client controls (negotiation and
-    // authentication); waiting for a backend is bounded by query_wait_timeout.
+    // The login timeout covers what the client controls (a load balancer's
+    // PROXY header, negotiation and authentication), counted from accept;
+    // waiting for a backend is bounded by query_wait_timeout.
     let snapshot = pooler.snapshot();
-    let login_timeout = snapshot.config.listen.client_login_timeout;
+    let login_timeout = snapshot
+        .config
+        .listen
+        .client_login_timeout
+        .saturating_sub(ctx.accepted_at.elapsed());
     let mut timings = LoginTimings::default();
     // Each phase's future is boxed: a task is as big as its largest state,
     // and an idle client (tens of thousands of them) should not carry the
