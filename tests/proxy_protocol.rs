@@ -4,7 +4,7 @@
 //! from an untrusted address, a trusted source without a header and every
 //! kind of malformed header are closed and logged; and Debian's HAProxy
 //! with `send-proxy-v2` in front of two poolers, plain and with TLS passed
-//! through to pgharbor.
+//! through to pgharbor; and a RELOAD that moves the trust.
 //!
 //! Everything runs on loopback: the "load balancer" connects from
 //! 127.0.0.3 (the one trusted address), clients of the real HAProxy from
@@ -12,140 +12,21 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use common::haproxy::{self, Haproxy};
-use common::skip::skip_or_fail;
-use common::tls::{client_hello, tls_toml, verifying_connector, Certs};
-use common::util::unique_temp_dir;
-use common::wait::{wait_for_async, wait_show};
-use common::wire::{request_packet, Failure, QueryResult, TlsVerify, SSL_REQUEST_CODE};
-use common::{
-    ErrorFields, PgCluster, Pooler, PoolerOpts, RawConn, Reply, SCRAM_USER, TEST_DB, TRUST_USER,
+use common::proxy::{
+    assert_closed, clients, connect_from, login, opts, relayed, row, scram_login, show_clients_now,
+    v1, v2, v2_local, v2_raw, TempDir, CLIENT, LB,
 };
+use common::skip::skip_or_fail;
+use common::tls::{client_hello, tls_toml, Certs};
+use common::util::unique_temp_dir;
+use common::wait::wait_for_async;
+use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
+use common::{PgCluster, Pooler, RawConn, Reply, SCRAM_USER, TEST_DB, TRUST_USER};
 
-/// The trusted load balancer's source address.
-const LB: &str = "127.0.0.3";
-/// Where the HAProxy test's clients connect from.
-const CLIENT: &str = "127.0.0.2";
 const STEP: Duration = Duration::from_secs(20);
-
-/// A TCP connection to 127.0.0.1:`port` from `src`.
-fn connect_from(src: &str, port: u16) -> TcpStream {
-    use socket2::{Domain, Socket, Type};
-    let from: SocketAddr = format!("{src}:0").parse().expect("source address");
-    let to = SocketAddr::from(([127, 0, 0, 1], port));
-    let sock = Socket::new(Domain::IPV4, Type::STREAM, None).expect("socket");
-    sock.bind(&from.into())
-        .unwrap_or_else(|e| panic!("bind {from}: {e}"));
-    sock.connect_timeout(&to.into(), STEP)
-        .unwrap_or_else(|e| panic!("connect {from} -> {to}: {e}"));
-    sock.into()
-}
-
-/// A v1 line for a TCP client at `src` that connected to port 6432.
-fn v1(src: &str) -> Vec<u8> {
-    let src: SocketAddr = src.parse().expect("client address");
-    let (proto, dst) = match src {
-        SocketAddr::V4(_) => ("TCP4", "10.0.0.1"),
-        SocketAddr::V6(_) => ("TCP6", "fd00::1"),
-    };
-    format!("PROXY {proto} {} {dst} {} 6432\r\n", src.ip(), src.port()).into_bytes()
-}
-
-/// A v2 header: version 2, `cmd`, `fam`, then `block` as its payload.
-fn v2_raw(cmd: u8, fam: u8, block: &[u8]) -> Vec<u8> {
-    let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
-    h.push(0x20 | cmd);
-    h.push(fam);
-    h.extend_from_slice(&(block.len() as u16).to_be_bytes());
-    h.extend_from_slice(block);
-    h
-}
-
-/// A v2 PROXY header for a TCP client at `src`, with one TLV after the
-/// addresses (PP2_TYPE_AUTHORITY), as HAProxy may send.
-fn v2(src: &str) -> Vec<u8> {
-    let src: SocketAddr = src.parse().expect("client address");
-    let (fam, mut block) = match src.ip() {
-        std::net::IpAddr::V4(ip) => (0x11, [ip.octets(), [10, 0, 0, 1]].concat()),
-        std::net::IpAddr::V6(ip) => {
-            let dst: std::net::Ipv6Addr = "fd00::1".parse().expect("v6");
-            (0x21, [ip.octets(), dst.octets()].concat())
-        }
-    };
-    block.extend_from_slice(&src.port().to_be_bytes());
-    block.extend_from_slice(&6432u16.to_be_bytes());
-    block.extend_from_slice(&[0x02, 0, 7]);
-    block.extend_from_slice(b"db.test");
-    v2_raw(0x1, fam, &block)
-}
-
-/// PROXY v2 LOCAL, as a load balancer's health check sends it.
-fn v2_local() -> Vec<u8> {
-    v2_raw(0x0, 0x00, &[])
-}
-
-fn opts() -> PoolerOpts {
-    PoolerOpts::default()
-        .admin_users(&[SCRAM_USER.0])
-        .listen_toml(&format!("proxy_protocol_from = [\"{LB}/32\"]"))
-}
-
-/// A raw client "behind the load balancer": from [`LB`], `header` first.
-fn relayed(p: &Pooler, header: &[u8]) -> RawConn {
-    let mut raw = RawConn::from_tcp(connect_from(LB, p.port()));
-    raw.send(header).expect("send PROXY header");
-    raw
-}
-
-fn login(raw: &mut RawConn, user: &str, password: &str) -> Result<(), ErrorFields> {
-    match raw.login(&[("user", user), ("database", TEST_DB)], Some(password)) {
-        Ok(_) => Ok(()),
-        Err(Failure::Error(e)) => Err(e),
-        Err(other) => panic!("{user}: no ErrorResponse: {other:?}"),
-    }
-}
-
-fn scram_login(raw: &mut RawConn) {
-    login(raw, SCRAM_USER.0, SCRAM_USER.1).unwrap_or_else(|e| panic!("login: {e:?}"));
-}
-
-/// SHOW CLIENTS' (addr, port, tls) once it lists `n` clients, sorted.
-fn clients(p: &Pooler, n: usize) -> Vec<(String, String, String)> {
-    let what = format!("SHOW CLIENTS never listed {n} clients");
-    rows_of(&wait_show(p, "SHOW CLIENTS", &what, |c| c.rows.len() == n))
-}
-
-/// (addr, port, tls) of each SHOW CLIENTS row, sorted.
-fn rows_of(r: &QueryResult) -> Vec<(String, String, String)> {
-    let col = |name: &str| -> Vec<String> {
-        r.column(name)
-            .into_iter()
-            .map(Option::unwrap_or_default)
-            .collect()
-    };
-    let (addr, port, tls) = (col("addr"), col("port"), col("tls"));
-    let mut rows: Vec<_> = (0..addr.len())
-        .map(|i| (addr[i].clone(), port[i].clone(), tls[i].clone()))
-        .collect();
-    rows.sort();
-    rows
-}
-
-fn row(addr: &str, port: u16, tls: bool) -> (String, String, String) {
-    let tls = if tls { "TLS" } else { "" };
-    (addr.to_string(), port.to_string(), tls.to_string())
-}
-
-/// A connection that must be closed without a reply.
-fn assert_closed(mut raw: RawConn, what: &str) {
-    match raw.read_msg(STEP) {
-        Reply::Closed => {}
-        other => panic!("{what}: expected a close, got {}", other.summary()),
-    }
-}
 
 #[test]
 fn show_clients_lists_the_client_each_header_names() {
@@ -234,15 +115,6 @@ fn hba_rules_match_the_address_in_the_header() {
     assert!(message.contains("host \"127.0.0.3\""), "{message}");
     let message = refusal(&mut RawConn::from_tcp(connect_from("127.0.0.1", p.port())));
     assert!(message.contains("host \"127.0.0.1\""), "{message}");
-}
-
-/// A directory removed when the test ends, passed or not.
-struct TempDir(std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 #[test]
@@ -401,63 +273,6 @@ fn refused_sources_and_malformed_headers_are_closed_and_logged() {
     assert_eq!(clients(&p, 1), [row("192.0.2.10", 40009, false)]);
 }
 
-/// tokio-postgres through HAProxy from [`CLIENT`]; the local port.
-async fn through_haproxy(port: u16, certs: Option<&Certs>) -> (tokio_postgres::Client, u16) {
-    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
-    sock.bind(format!("{CLIENT}:0").parse().expect("addr"))
-        .expect("bind");
-    let stream = sock
-        .connect(SocketAddr::from(([127, 0, 0, 1], port)))
-        .await
-        .expect("connect to haproxy");
-    let local = stream.local_addr().expect("local addr").port();
-    let (user, password) = SCRAM_USER;
-    let base = format!("user={user} password={password} dbname={TEST_DB}");
-    let client = match certs {
-        None => {
-            let config: tokio_postgres::Config =
-                format!("{base} sslmode=disable").parse().expect("config");
-            let (client, conn) = config
-                .connect_raw(stream, tokio_postgres::NoTls)
-                .await
-                .expect("plain login through haproxy");
-            tokio::spawn(conn);
-            client
-        }
-        Some(certs) => {
-            let config: tokio_postgres::Config =
-                format!("{base} sslmode=require").parse().expect("config");
-            let ssl = verifying_connector(&certs.ca)
-                .configure()
-                .expect("ConnectConfiguration");
-            let tls = postgres_openssl::TlsConnector::new(ssl, "localhost");
-            let (client, conn) = config
-                .connect_raw(stream, tls)
-                .await
-                .expect("TLS login through haproxy");
-            tokio::spawn(conn);
-            client
-        }
-    };
-    let one: i32 = client
-        .query_one("SELECT 1", &[])
-        .await
-        .expect("query through haproxy")
-        .get(0);
-    assert_eq!(one, 1);
-    (client, local)
-}
-
-/// SHOW CLIENTS rows of `p` right now (one console query).
-fn show_clients_now(p: &Pooler) -> Vec<(String, String, String)> {
-    rows_of(&wait_show(
-        p,
-        "SHOW CLIENTS",
-        "SHOW CLIENTS answered",
-        |_| true,
-    ))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_send_proxy_v2_in_front_of_two_poolers() {
     let Some(bin) = haproxy::binary() else {
@@ -473,7 +288,7 @@ async fn haproxy_send_proxy_v2_in_front_of_two_poolers() {
     let mut want = Vec::new();
     let mut open = Vec::new();
     for tls in [false, true, false, true] {
-        let (client, port) = through_haproxy(lb.port, tls.then_some(&certs)).await;
+        let (client, port) = haproxy::connect_through(lb.port, CLIENT, tls.then_some(&certs)).await;
         want.push(row(CLIENT, port, tls));
         open.push(client);
     }
@@ -505,4 +320,53 @@ async fn haproxy_send_proxy_v2_in_front_of_two_poolers() {
         assert!(!log.contains("PROXY protocol source refused"), "{log}");
         assert!(!log.contains("client refused"), "{log}");
     }
+}
+
+#[test]
+fn a_reload_changes_who_must_send_a_header_for_new_connections() {
+    let pg = PgCluster::shared();
+    let p = Pooler::start(pg, opts());
+    let mut before = relayed(&p, &v1("192.0.2.10:40001"));
+    scram_login(&mut before);
+    // Trust moves from 127.0.0.3 to 127.0.0.4.
+    let path = p.config_path();
+    let text = std::fs::read_to_string(path).expect("read config");
+    let edited = text.replace(&format!("[\"{LB}/32\"]"), "[\"127.0.0.4\"]");
+    assert_ne!(edited, text, "no proxy_protocol_from line in\n{text}");
+    std::fs::write(path, edited).expect("write config");
+    p.signal(libc::SIGHUP);
+    assert!(
+        p.wait_for_log("configuration reloaded", 1, STEP),
+        "{}",
+        p.log_text()
+    );
+    // 127.0.0.3 is now an ordinary client: its header is refused, and it
+    // is served without one ...
+    assert_closed(
+        relayed(&p, &v1("192.0.2.10:40002")),
+        "header from 127.0.0.3",
+    );
+    let sock = connect_from(LB, p.port());
+    let plain_port = sock.local_addr().expect("local addr").port();
+    let mut plain = RawConn::from_tcp(sock);
+    scram_login(&mut plain);
+    // ... while 127.0.0.4 must send one, and the connection already in
+    // keeps the client it was admitted as.
+    let mut new_lb = RawConn::from_tcp(connect_from("127.0.0.4", p.port()));
+    new_lb
+        .send(&v2("198.51.100.20:40003"))
+        .expect("send header");
+    scram_login(&mut new_lb);
+    let mut without = RawConn::from_tcp(connect_from("127.0.0.4", p.port()));
+    without
+        .send(&request_packet(SSL_REQUEST_CODE))
+        .expect("send");
+    assert_closed(without, "127.0.0.4 without a header");
+    let mut want = vec![
+        row("192.0.2.10", 40001, false),
+        row("198.51.100.20", 40003, false),
+        row(LB, plain_port, false),
+    ];
+    want.sort();
+    assert_eq!(clients(&p, 3), want);
 }

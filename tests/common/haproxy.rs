@@ -11,8 +11,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use std::net::SocketAddr;
+
+use super::tls::{verifying_connector, Certs};
 use super::util::{free_port, spawn_watchdog, tail_file, unique_temp_dir};
 use super::wait::wait_until;
+use super::{SCRAM_USER, TEST_DB};
 
 /// Where Debian's package puts the binary, else the first on PATH.
 pub fn binary() -> Option<PathBuf> {
@@ -120,4 +124,57 @@ impl Drop for Haproxy {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
     }
+}
+
+/// tokio-postgres through the HAProxy frontend at `port`, connecting from
+/// `from`, as [`SCRAM_USER`] (TLS end to end when `certs` is given); the
+/// client and its local port, after one query.
+pub async fn connect_through(
+    port: u16,
+    from: &str,
+    certs: Option<&Certs>,
+) -> (tokio_postgres::Client, u16) {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind(format!("{from}:0").parse().expect("addr"))
+        .expect("bind");
+    let stream = sock
+        .connect(SocketAddr::from(([127, 0, 0, 1], port)))
+        .await
+        .expect("connect to haproxy");
+    let local = stream.local_addr().expect("local addr").port();
+    let (user, password) = SCRAM_USER;
+    let base = format!("user={user} password={password} dbname={TEST_DB}");
+    let client = match certs {
+        None => {
+            let config: tokio_postgres::Config =
+                format!("{base} sslmode=disable").parse().expect("config");
+            let (client, conn) = config
+                .connect_raw(stream, tokio_postgres::NoTls)
+                .await
+                .expect("plain login through haproxy");
+            tokio::spawn(conn);
+            client
+        }
+        Some(certs) => {
+            let config: tokio_postgres::Config =
+                format!("{base} sslmode=require").parse().expect("config");
+            let ssl = verifying_connector(&certs.ca)
+                .configure()
+                .expect("ConnectConfiguration");
+            let tls = postgres_openssl::TlsConnector::new(ssl, "localhost");
+            let (client, conn) = config
+                .connect_raw(stream, tls)
+                .await
+                .expect("TLS login through haproxy");
+            tokio::spawn(conn);
+            client
+        }
+    };
+    let one: i32 = client
+        .query_one("SELECT 1", &[])
+        .await
+        .expect("query through haproxy")
+        .get(0);
+    assert_eq!(one, 1);
+    (client, local)
 }

@@ -10,7 +10,8 @@
 //!   can also switch to TLS after SSLRequest.
 //! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
 //!   whether libpq used TLS, tokio-postgres over TLS.
-//! - [`haproxy`]: Debian's HAProxy as a load balancer in front of poolers.
+//! - [`haproxy`]: Debian's HAProxy as a load balancer in front of poolers;
+//!   [`proxy`]: the PROXY headers a balancer sends.
 //! - [`wait`]: waits on observable state with a deadline (never a sleep
 //!   that hopes something happened).
 //!
@@ -32,6 +33,7 @@ pub mod haproxy;
 pub mod pg;
 pub mod pki;
 pub mod pooler;
+pub mod proxy;
 pub mod secrets;
 pub mod skip;
 pub mod tls;
