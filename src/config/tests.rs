@@ -452,7 +452,7 @@ fn the_fallback_never_serves_the_console_names() {
 #[test]
 fn proxy_protocol_sources_are_cidrs_or_single_addresses() {
     let c = parse(&format!(
-        "{AUTH}[listen]\nproxy_protocol_from = [\"10.0.0.0/8\", \"192.0.2.7\", \"fd00::/8\", \"::1\"]"
+        "{AUTH}[listen]\nproxy_protocol_from = [\"10.9.8.7/8\", \"192.0.2.7\", \"fd00::/8\", \"::1\"]"
     ));
     let shown: Vec<String> = c
         .listen

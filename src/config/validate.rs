@@ -146,7 +146,9 @@ fn listen(
     })
 }
 
-/// CIDR blocks, a bare address standing for itself (`/32`, `/128`).
+/// CIDR blocks, a bare address standing for itself (`/32`, `/128`); host
+/// bits are dropped (`10.0.0.1/8` is `10.0.0.0/8`), as PostgreSQL reads
+/// an hba address.
 fn cidrs(key: &str, given: Vec<String>) -> Result<Vec<ipnet::IpNet>, ConfigError> {
     given
         .iter()
@@ -155,6 +157,7 @@ fn cidrs(key: &str, given: Vec<String>) -> Result<Vec<ipnet::IpNet>, ConfigError
             let text = text.trim();
             text.parse::<ipnet::IpNet>()
                 .or_else(|_| text.parse::<IpAddr>().map(ipnet::IpNet::from))
+                .map(|net| net.trunc())
                 .map_err(|_| {
                     ConfigError::invalid(
                         format!("{key}[{i}]"),
