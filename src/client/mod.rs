@@ -26,7 +26,7 @@ pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 
 use crate::config::{is_admin_database, TcpOptions};
-use crate::listener::{ConnContext, Listeners, Serve};
+use crate::listener::{proxy, ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
@@ -101,11 +101,22 @@ pub async fn cancel(pooler: &Pooler, pid: i32, secret: i32) {
 
 /// Serves one client connection to the end.
 pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
+    // Boxed, and only behind a balancer: the task should not keep room for
+    // the header's read while the client idles.
+    let ctx = if pooler.config().listen.proxy_protocol_from.is_empty() {
+        ctx
+    } else {
+        match Box::pin(admit(&mut stream, ctx, &pooler)).await {
+            Some(ctx) => ctx,
+            None => return,
+        }
+    };
     let span = tracing::info_span!(
         "client",
         id = ctx.id,
         transport = %ctx.transport,
         peer = %ctx.peer,
+        via = ctx.via.as_deref().map(tracing::field::display),
         tls = tracing::field::Empty,
         user = tracing::field::Empty,
     );
@@ -119,6 +130,32 @@ pub async fn serve(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
     }
     .instrument(span)
     .await
+}
+
+/// The connection's context once a trusted balancer's PROXY header has
+/// named the real client; None when the source was refused (and closed).
+async fn admit(stream: &mut Stream, ctx: ConnContext, pooler: &Pooler) -> Option<ConnContext> {
+    let (id, peer) = (ctx.id, ctx.peer.clone());
+    let admitted = {
+        let config = pooler.config();
+        let listen = &config.listen;
+        proxy::admit(
+            stream,
+            ctx,
+            &listen.proxy_protocol_from,
+            listen.client_login_timeout,
+        )
+        .await
+    };
+    match admitted {
+        Ok(ctx) => Some(ctx),
+        Err(e) => {
+            // A load balancer gets no ErrorResponse: it would not read it.
+            tracing::info!(id, peer = %peer, reason = %e, "PROXY protocol source refused");
+            let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+            None
+        }
+    }
 }
 
 /// Tells the client why it is being closed, if it should hear it, and closes
@@ -171,10 +208,15 @@ async fn log_in(
     ctx: &ConnContext,
     pooler: &Arc<Pooler>,
 ) -> Result<Option<session::Session>, ClientError> {
-    // The login timeout covers what the client controls (negotiation and
-    // authentication); waiting for a backend is bounded by query_wait_timeout.
+    // The login timeout covers what the client controls (a load balancer's
+    // PROXY header, negotiation and authentication), counted from accept;
+    // waiting for a backend is bounded by query_wait_timeout.
     let snapshot = pooler.snapshot();
-    let login_timeout = snapshot.config.listen.client_login_timeout;
+    let login_timeout = snapshot
+        .config
+        .listen
+        .client_login_timeout
+        .saturating_sub(ctx.accepted_at.elapsed());
     let mut timings = LoginTimings::default();
     let handshake = tokio::time::timeout(
         login_timeout,

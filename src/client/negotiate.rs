@@ -14,6 +14,7 @@ use super::LoginTimings;
 use crate::config::SslMode;
 use crate::listener::Transport;
 use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
+use crate::protocol::proxy;
 use crate::protocol::tags::encryption;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
 use crate::stream::{read_startup, ReadError, Stream};
@@ -62,6 +63,9 @@ pub async fn negotiate(
         let frame = match read_startup(stream, buf, MAX_STARTUP_PACKET).await {
             Ok(f) => f,
             // PostgreSQL logs a bad length and closes without a reply.
+            Err(ReadError::Violation(_)) if proxy::starts_like_header(buf.readable()) => {
+                return Err(ClientError::UntrustedProxy)
+            }
             Err(ReadError::Violation(v)) => {
                 let why = tls.map_or_else(|| rejected_direct(buf), |_| None);
                 return Err(ClientError::SilentClose(why.unwrap_or(v)));

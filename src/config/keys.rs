@@ -128,6 +128,8 @@ pub enum Kind {
     Names,
     /// A list of IP addresses, `"*"` or `"localhost"`.
     Addresses,
+    /// A list of CIDR blocks (`"10.0.0.0/8"`) or single addresses.
+    Cidrs,
     /// Permission bits as an octal string.
     Mode,
     /// `"address:port"`.
@@ -155,6 +157,7 @@ impl Kind {
             Kind::Path => "path".into(),
             Kind::Names => "list of names".into(),
             Kind::Addresses => "list of addresses".into(),
+            Kind::Cidrs => "list of CIDRs".into(),
             Kind::Mode => "octal mode".into(),
             Kind::SocketAddr => "address:port".into(),
             Kind::ConnInfo => "conninfo".into(),

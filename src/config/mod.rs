@@ -218,6 +218,9 @@ pub struct ListenConfig {
     /// This instance's id in a fleet, carried by its cancel keys; `None`
     /// (config 0, the default) outside a fleet.
     pub instance_id: Option<InstanceId>,
+    /// Peers whose TCP connections must open with a PROXY protocol header
+    /// (a bare address is a one-address block). Default empty: off.
+    pub proxy_protocol_from: Vec<ipnet::IpNet>,
 }
 
 /// `[tls]`: certificates and the per-transport policies.

@@ -55,6 +55,7 @@ pub(super) struct RawListen {
     pub tcp_user_timeout: Option<String>,
     pub reuseport: Option<bool>,
     pub instance_id: Option<i64>,
+    pub proxy_protocol_from: Option<Vec<String>>,
 }
 
 /// `[tls]`

@@ -62,7 +62,7 @@ fn toml_value(key: &Key, path: &str, text: &str) -> Result<toml::Value, ConfigEr
                 ))
             }
         }),
-        Kind::Names | Kind::Addresses => toml::Value::Array(
+        Kind::Names | Kind::Addresses | Kind::Cidrs => toml::Value::Array(
             text.split(',')
                 .map(str::trim)
                 .filter(|s| !s.is_empty())

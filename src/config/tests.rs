@@ -278,6 +278,8 @@ fn impossible_values_name_their_key() {
         ("[listen]\nunix_socket_mode = \"rwx\"", "listen.unix_socket_mode: invalid mode"),
         ("[listen]\nunix_socket_mode = \"\"", "listen.unix_socket_mode: invalid mode"),
         ("[listen]\nclient_login_timeout = \"0s\"", "listen.client_login_timeout: must be greater than zero"),
+        ("[listen]\nproxy_protocol_from = [\"10.0.0.0/33\"]", "listen.proxy_protocol_from[0]: invalid CIDR \"10.0.0.0/33\""),
+        ("[listen]\nproxy_protocol_from = [\"10.0.0.1\", \"lb.example\"]", "listen.proxy_protocol_from[1]: invalid CIDR \"lb.example\""),
         ("[tls]\nsslmode = \"on\"", "tls.sslmode: invalid sslmode \"on\""),
         ("[tls]\ncert_file = \"a.crt\"", "tls.key_file: required when tls.cert_file is set"),
         ("[tls]\nkey_file = \"a.key\"", "tls.cert_file: required when tls.key_file is set"),
@@ -445,4 +447,22 @@ fn the_fallback_never_serves_the_console_names() {
     }
     assert!(!crate::config::is_admin_database("PgBouncer"));
     assert_eq!(c.admin.stats_users, ["m", "n"]);
+}
+
+#[test]
+fn proxy_protocol_sources_are_cidrs_or_single_addresses() {
+    let c = parse(&format!(
+        "{AUTH}[listen]\nproxy_protocol_from = [\"10.9.8.7/8\", \"192.0.2.7\", \"fd00::/8\", \"::1\"]"
+    ));
+    let shown: Vec<String> = c
+        .listen
+        .proxy_protocol_from
+        .iter()
+        .map(|n| n.to_string())
+        .collect();
+    assert_eq!(shown, ["10.0.0.0/8", "192.0.2.7/32", "fd00::/8", "::1/128"]);
+    assert!(
+        parse(AUTH).listen.proxy_protocol_from.is_empty(),
+        "off by default"
+    );
 }

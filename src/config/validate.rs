@@ -148,7 +148,33 @@ fn listen(
                 .unwrap_or_default(),
         )?,
         client_login_timeout: k("client_login_timeout")?.duration(raw.client_login_timeout)?,
+        proxy_protocol_from: cidrs(
+            "listen.proxy_protocol_from",
+            k("proxy_protocol_from")?.names(raw.proxy_protocol_from),
+        )?,
     })
+}
+
+/// CIDR blocks, a bare address standing for itself (`/32`, `/128`); host
+/// bits are dropped (`10.0.0.1/8` is `10.0.0.0/8`), as PostgreSQL reads
+/// an hba address.
+fn cidrs(key: &str, given: Vec<String>) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    given
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let text = text.trim();
+            text.parse::<ipnet::IpNet>()
+                .or_else(|_| text.parse::<IpAddr>().map(ipnet::IpNet::from))
+                .map(|net| net.trunc())
+                .map_err(|_| {
+                    ConfigError::invalid(
+                        format!("{key}[{i}]"),
+                        format!("invalid CIDR {text:?} (expected e.g. \"10.0.0.0/8\", \"fd00::/8\" or one address)"),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// An octal permission string such as `"0700"`; digits 0-7 only, at most 0777.

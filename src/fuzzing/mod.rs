@@ -15,6 +15,7 @@
 //! test picks up every entry of [`TARGETS`] and its corpus directory by
 //! itself.
 
+pub mod proxy;
 pub mod replies;
 pub mod rewrite;
 pub mod scan;
@@ -39,6 +40,7 @@ pub type Check = fn(&[u8]) -> Result<(), Failure>;
 /// Every target by name; the name is also its `fuzz/fuzz_targets/` binary
 /// and its `fuzz/corpus/` directory.
 pub const TARGETS: &[(&str, Check)] = &[
+    ("proxy", proxy::check),
     ("replies", replies::check),
     ("rewrite", rewrite::check),
     ("scan", scan::check),

@@ -1,7 +1,8 @@
 //! Binds the TCP and Unix sockets, classifies each peer ([`Transport`]), and
 //! hands each accepted connection to a [`Serve`]r. The listener knows nothing
 //! of what a session does: the composition root gives it `client`'s server,
-//! so every module can name the peer class without a cycle.
+//! so every module can name the peer class without a cycle. Behind a load
+//! balancer, [`proxy`] reads the PROXY header that names the real peer.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -18,6 +19,7 @@ use crate::service::activation::Inherited;
 use crate::stream::Stream;
 
 mod handover;
+pub mod proxy;
 mod transport;
 
 pub use handover::Handover;
@@ -30,11 +32,14 @@ pub struct ConnContext {
     pub id: u64,
     /// How the client reached us.
     pub transport: Transport,
-    /// Peer address (or the socket path).
+    /// Peer address (or the socket path); behind a trusted load balancer,
+    /// the client its PROXY header names.
     pub peer: String,
     /// The TCP peer's IP address (what hba `host` lines match); `None` on
     /// the Unix socket.
     pub peer_ip: Option<std::net::IpAddr>,
+    /// The load balancer's address when a PROXY header replaced `peer`.
+    pub via: Option<String>,
     /// When the socket was accepted.
     pub accepted_at: Instant,
 }
@@ -269,6 +274,7 @@ async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU
                     transport: Transport::for_tcp_peer(&peer),
                     peer: peer.to_string(),
                     peer_ip: Some(peer.ip()),
+                    via: None,
                     accepted_at: Instant::now(),
                 };
                 server.serve(Stream::Tcp(sock), ctx);
@@ -292,6 +298,7 @@ async fn accept_unix(
                     transport: Transport::Unix,
                     peer: path.display().to_string(),
                     peer_ip: None,
+                    via: None,
                     accepted_at: Instant::now(),
                 };
                 server.serve(Stream::Unix(sock), ctx);

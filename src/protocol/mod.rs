@@ -10,6 +10,7 @@
 pub mod codec;
 pub mod frontend;
 pub mod messages;
+pub mod proxy;
 pub mod scan;
 pub mod server;
 pub mod sql;

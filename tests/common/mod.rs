@@ -11,6 +11,8 @@
 //! - [`tls`]: run-time certificates, the `[tls]` table, psql runs that show
 //!   whether libpq used TLS, tokio-postgres over TLS.
 //! - [`fleet`]: pgharbor instances sharing a port or peering, for cancel routing.
+//! - [`haproxy`]: Debian's HAProxy as a load balancer in front of poolers;
+//!   [`proxy`]: the PROXY headers a balancer sends.
 //! - [`wait`]: waits on observable state with a deadline (never a sleep
 //!   that hopes something happened).
 //!
@@ -29,9 +31,11 @@ pub mod clients;
 pub mod diff;
 pub mod ext;
 pub mod fleet;
+pub mod haproxy;
 pub mod pg;
 pub mod pki;
 pub mod pooler;
+pub mod proxy;
 pub mod secrets;
 pub mod skip;
 pub mod tls;

@@ -13,6 +13,7 @@ use rand::Rng;
 /// A random input for `target` (a name from `pgharbor::fuzzing::TARGETS`).
 pub fn input(target: &str, rng: &mut StdRng) -> Vec<u8> {
     match target {
+        "proxy" => proxy(rng),
         "scan" => scan(rng),
         "startup" => startup(rng),
         "views" => {
@@ -246,4 +247,48 @@ pub fn view(which: u8, rng: &mut StdRng) -> Vec<u8> {
         b.append(&mut body);
     }
     b
+}
+
+/// A PROXY header, v1 or v2, of a random command, family and length,
+/// followed by what a client sends next, then mutated.
+fn proxy(rng: &mut StdRng) -> Vec<u8> {
+    let mut b = if rng.gen() {
+        let line: &[u8] = [
+            &b"PROXY TCP4 192.0.2.7 10.0.0.1 51000 6432\r\n"[..],
+            b"PROXY TCP6 2001:db8::1 ::1 0 65535\r\n",
+            b"PROXY UNKNOWN\r\n",
+            b"PROXY UNKNOWN ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff ::1 65535 65535\r\n",
+            b"PROXY TCP4 1.2.3.4 5.6.7.8 01 2\r\n",
+        ]
+        .choose(rng)
+        .copied()
+        .unwrap_or_default();
+        line.to_vec()
+    } else {
+        let mut h = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+        h.push(
+            *[0x20u8, 0x21, 0x21, 0x22, 0x11]
+                .choose(rng)
+                .unwrap_or(&0x21),
+        );
+        h.push(
+            *[0x00u8, 0x11, 0x21, 0x31, 0x12, 0x41]
+                .choose(rng)
+                .unwrap_or(&0x11),
+        );
+        let len: u16 = *[0u16, 11, 12, 36, 215, 216, 300, 2048, 2049]
+            .choose(rng)
+            .unwrap_or(&12);
+        h.extend_from_slice(&len.to_be_bytes());
+        let body = usize::from(len).min(rng.gen_range(0..=2100));
+        h.extend((0..body).map(|_| rng.gen::<u8>()));
+        h
+    };
+    // What follows: an SSLRequest, a ClientHello record, or noise.
+    match rng.gen_range(0..3) {
+        0 => b.extend_from_slice(&[0, 0, 0, 8, 4, 210, 22, 47]),
+        1 => b.extend_from_slice(&[0x16, 3, 1, 0, 5]),
+        _ => b.extend((0..rng.gen_range(0..20)).map(|_| rng.gen::<u8>())),
+    }
+    mutate(b, rng)
 }

@@ -139,6 +139,18 @@ pub(super) const KEYS: &[Key] = &[
         get: Get::Global(|c| c.listen.instance_id.map_or(0, |id| id.get()).to_string()),
     },
     Key {
+        section: Listen,
+        name: "proxy_protocol_from",
+        kind: Kind::Cidrs,
+        default: List(&[]),
+        reload: NewLogins,
+        doc: "Load balancers whose TCP connections must open with a PROXY protocol v1 or v2 header; [] turns it off.",
+        get: Get::Global(|c| {
+            let shown: Vec<String> = c.listen.proxy_protocol_from.iter().map(|n| n.to_string()).collect();
+            shown.join(", ")
+        }),
+    },
+    Key {
         section: Tls,
         name: "cert_file",
         kind: Kind::Path,
