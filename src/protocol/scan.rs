@@ -86,6 +86,22 @@ impl Scanner {
         (buf.len() >= pos + 5).then(|| be_u32(&buf[pos + 1..pos + 5]) as usize + 1)
     }
 
+    /// From `pos`, at a boundary, the end of the run of whole messages of
+    /// type `tag` that `buf` holds: where the first other message, the
+    /// first one not wholly there, or one with a bad length (left for
+    /// [`Scanner::step`] to report) begins.
+    pub fn skip_run(&self, buf: &[u8], mut pos: usize, tag: u8) -> usize {
+        debug_assert!(self.at_boundary());
+        while buf.len() - pos >= 5 && buf[pos] == tag {
+            let len = be_u32(&buf[pos + 1..pos + 5]) as usize;
+            if !(4..=MAX_MESSAGE).contains(&len) || buf.len() - pos <= len {
+                break;
+            }
+            pos += len + 1;
+        }
+        pos
+    }
+
     fn step_inner(
         &mut self,
         buf: &[u8],
@@ -218,5 +234,30 @@ mod tests {
         assert!(s.step(b"Q\xff\xff\xff\xff", 0, |_| false, 64).is_err());
         let big = msg(b'Z', &[0u8; 100]);
         assert!(s.step(&big, 0, |t| t == b'Z', 64).is_err());
+    }
+
+    #[test]
+    fn skip_run_stops_at_another_type_a_partial_message_or_a_bad_length() {
+        let row = msg(b'D', b"abc");
+        let mut buf = [row.clone(), row.clone(), msg(b'C', b"SELECT 2\0")].concat();
+        let s = Scanner::new();
+        assert_eq!(s.skip_run(&buf, 0, b'D'), 2 * row.len(), "stops at the C");
+        assert_eq!(s.skip_run(&buf, 0, b'C'), 0, "not a run of C");
+        buf.truncate(2 * row.len() - 1);
+        assert_eq!(
+            s.skip_run(&buf, 0, b'D'),
+            row.len(),
+            "the partial second row is left"
+        );
+        let mut bad = row.clone();
+        bad.extend_from_slice(&[b'D', 0, 0, 0, 2]);
+        assert_eq!(
+            s.skip_run(&bad, 0, b'D'),
+            row.len(),
+            "a bad length is left for step"
+        );
+        let mut s2 = Scanner::new();
+        assert!(s2.step(&bad, row.len(), |_| false, 1024).is_err());
+        assert_eq!(s.skip_run(&buf, buf.len(), b'D'), buf.len(), "nothing left");
     }
 }

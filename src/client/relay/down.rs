@@ -282,7 +282,14 @@ impl Down<'_, '_> {
             };
             // Rows of a client's query: nothing to account, however many.
             if s.ledger.owed().passes(tag) && !(following && tag == be::COMMAND_COMPLETE) {
-                pos = end;
+                // Nothing a passing message does changes what comes due, so
+                // the rest of a run of them (a result's rows, COPY data) is
+                // skipped on lengths alone rather than stepped one by one.
+                pos = if scan.at_boundary() {
+                    scan.skip_run(data, end, tag)
+                } else {
+                    end
+                };
                 continue;
             }
             let Shared { ledger, .. } = &mut *s;
