@@ -91,6 +91,16 @@ async fn looked_up_users_log_in_and_unknown_ones_look_the_same_and_answers_are_c
         unknown.message,
         "password authentication failed for user \"no_such_role\""
     );
+    // The log says where the pooler looked, both places.
+    let log = pooler.log_text();
+    let line = log
+        .lines()
+        .find(|l| l.contains("client login failed") && l.contains("no_such_role"))
+        .unwrap_or_else(|| panic!("no failed-login line for no_such_role:\n{log}"));
+    assert!(
+        line.contains("no such user in auth.auth_file, and auth.query returned no row"),
+        "{line}"
+    );
     let codes = |user: &str| {
         let mut raw = RawConn::connect(&pooler.endpoint(Transport::Unix));
         let got = raw.login(&[("user", user), ("database", TEST_DB)], Some("nope"));

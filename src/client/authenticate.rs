@@ -76,10 +76,32 @@ fn auth_failed(user: &str, why: &'static str) -> ClientError {
     }
 }
 
+/// Where a login looked for the user's secret: what the log says when
+/// neither had it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Searched {
+    /// `auth.auth_file` only.
+    AuthFile,
+    /// `auth.auth_file`, then `auth.query`.
+    AuthFileAndQuery,
+}
+
+impl Searched {
+    /// The log's reason for a user found in neither place.
+    fn unknown_user(self) -> &'static str {
+        match self {
+            Searched::AuthFile => "no such user in auth.auth_file",
+            Searched::AuthFileAndQuery => {
+                "no such user in auth.auth_file, and auth.query returned no row"
+            }
+        }
+    }
+}
+
 /// Why a SCRAM proof failed, for the log.
-fn scram_failure(secret: Option<&Secret>) -> &'static str {
+fn scram_failure(secret: Option<&Secret>, searched: Searched) -> &'static str {
     match secret {
-        None => "no such user in auth.auth_file",
+        None => searched.unknown_user(),
         Some(s) if s.scram().is_none() => {
             "auth.auth_file holds only an md5 hash for the user, which cannot check SCRAM"
         }
@@ -93,7 +115,7 @@ pub async fn authenticate(
     buf: &mut FrameBuf,
     method: Exchange,
     user: &str,
-    secret: Option<&Secret>,
+    (secret, searched): (Option<&Secret>, Searched),
     mock_seed: &[u8; 32],
 ) -> Result<Proof, ClientError> {
     match method {
@@ -107,10 +129,12 @@ pub async fn authenticate(
             // exchange in password_encryption's method (scram-sha-256 by
             // default, auth.c's CheckPWChallengeAuth), so the first message
             // cannot tell that the user does not exist.
-            Some(Secret::Scram(_)) | None => scram(stream, buf, user, secret, mock_seed).await,
+            Some(Secret::Scram(_)) | None => {
+                scram(stream, buf, user, (secret, searched), mock_seed).await
+            }
         },
-        Exchange::ScramSha256 => scram(stream, buf, user, secret, mock_seed).await,
-        Exchange::Password => cleartext(stream, buf, user, secret).await,
+        Exchange::ScramSha256 => scram(stream, buf, user, (secret, searched), mock_seed).await,
+        Exchange::Password => cleartext(stream, buf, user, (secret, searched)).await,
     }
 }
 
@@ -155,7 +179,7 @@ async fn cleartext(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     user: &str,
-    secret: Option<&Secret>,
+    (secret, searched): (Option<&Secret>, Searched),
 ) -> Result<Proof, ClientError> {
     let mut out = BytesMut::new();
     server::auth_cleartext(&mut out);
@@ -164,7 +188,7 @@ async fn cleartext(
     buf.consume(total);
     let password = parse_password(&body)?;
     let Some(secret) = secret else {
-        return Err(auth_failed(user, "no such user in auth.auth_file"));
+        return Err(auth_failed(user, searched.unknown_user()));
     };
     let Ok(password) = std::str::from_utf8(password) else {
         return Err(auth_failed(user, "the password is not UTF-8"));
@@ -183,7 +207,7 @@ async fn scram(
     stream: &mut Stream,
     buf: &mut FrameBuf,
     user: &str,
-    secret: Option<&Secret>,
+    (secret, searched): (Option<&Secret>, Searched),
     mock_seed: &[u8; 32],
 ) -> Result<Proof, ClientError> {
     let tls = stream.is_tls();
@@ -212,7 +236,7 @@ async fn scram(
     match exchange.handle_client_final(&client_final) {
         // AuthenticationSASLFinal goes out with the rest of the login reply.
         Ok(success) => Ok(Proof::Scram(success)),
-        Err(ScramError::InvalidProof) => Err(auth_failed(user, scram_failure(secret))),
+        Err(ScramError::InvalidProof) => Err(auth_failed(user, scram_failure(secret, searched))),
         Err(e) => Err(scram_error(e)),
     }
 }

@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::authenticate::{self, Exchange, Proof};
+use super::authenticate::{self, Exchange, Proof, Searched};
 use super::lookup;
 use super::negotiate::{self, Opening};
 use super::session::Session;
@@ -87,9 +87,20 @@ pub(super) async fn handshake(
         _ => None,
     };
     let secret = known_secret(&snapshot, &user, &looked_up);
-    let proof =
-        authenticate::authenticate(stream, buf, exchange, &user, secret, pooler.mock_seed())
-            .await?;
+    let searched = if snapshot.config.auth.lookup.user.is_some() {
+        Searched::AuthFileAndQuery
+    } else {
+        Searched::AuthFile
+    };
+    let proof = authenticate::authenticate(
+        stream,
+        buf,
+        exchange,
+        &user,
+        (secret, searched),
+        pooler.mock_seed(),
+    )
+    .await?;
     if let Some(check) = &choice.cn_check {
         check
             .run(snapshot.hba.as_deref(), stream, &user, &proof)
