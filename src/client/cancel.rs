@@ -16,6 +16,7 @@ use crate::backend::{request_and_wait_close, send_cancel, CANCEL_CONFIRM_LIMIT};
 use crate::config::{BackendHost, InstanceId, Peer};
 use crate::pooler::Pooler;
 use crate::registry::fleet::Route;
+use crate::stream::Stream;
 
 /// How long a peer may take to close a forwarded cancel's connection: its
 /// own wait for PostgreSQL, and a little more.
@@ -75,24 +76,22 @@ async fn cancel_local(pooler: &Pooler, pid: i32, secret: i32) {
 async fn forward_to_peer(to: InstanceId, peer: &Peer, pid: i32, secret: i32) {
     let address = peer.host.describe();
     tracing::info!(instance = %to, peer = %address, "forwarding cancel request to a peer");
-    let sent = match &peer.host.host {
-        BackendHost::Tcp(host) => {
-            let connect = TcpStream::connect((host.as_str(), peer.host.port));
-            match tokio::time::timeout(peer.connect_timeout, connect).await {
-                Ok(Ok(s)) => relay(s, pid, secret).await,
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(timed_out("connecting took longer than its connect_timeout")),
+    let connect = async {
+        Ok::<_, io::Error>(match &peer.host.host {
+            BackendHost::Tcp(host) => {
+                Stream::Tcp(TcpStream::connect((host.as_str(), peer.host.port)).await?)
             }
-        }
-        BackendHost::Unix(_) => {
             // Invariant: a Unix host always has a socket path.
-            let path = peer.host.socket_path().unwrap_or_default();
-            match tokio::time::timeout(peer.connect_timeout, UnixStream::connect(path)).await {
-                Ok(Ok(s)) => relay(s, pid, secret).await,
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(timed_out("connecting took longer than its connect_timeout")),
+            BackendHost::Unix(_) => {
+                let path = peer.host.socket_path().unwrap_or_default();
+                Stream::Unix(UnixStream::connect(path).await?)
             }
-        }
+        })
+    };
+    let sent = match tokio::time::timeout(peer.connect_timeout, connect).await {
+        Ok(Ok(s)) => relay(s, pid, secret).await,
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(timed_out("connecting took longer than its connect_timeout")),
     };
     if let Err(e) = sent {
         tracing::warn!(instance = %to, peer = %address, error = %e, "could not forward cancel request to the peer");
