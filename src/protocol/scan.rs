@@ -5,6 +5,7 @@
 //! must understand) so that it knows where every message starts, even when a
 //! 100 MB `DataRow` stream spans thousands of reads.
 
+use super::tags::TagSet;
 use super::{be_u32, Violation, MAX_MESSAGE};
 
 /// One step of the scan.
@@ -87,12 +88,13 @@ impl Scanner {
     }
 
     /// From `pos`, at a boundary, the end of the run of whole messages of
-    /// type `tag` that `buf` holds: where the first other message, the
-    /// first one not wholly there, or one with a bad length (left for
+    /// the types in `tags` that `buf` holds: where the first other message,
+    /// the first one not wholly there, or one with a bad length (left for
     /// [`Scanner::step`] to report) begins.
-    pub fn skip_run(&self, buf: &[u8], mut pos: usize, tag: u8) -> usize {
+    #[inline]
+    pub fn skip_run(&self, buf: &[u8], mut pos: usize, tags: TagSet) -> usize {
         debug_assert!(self.at_boundary());
-        while buf.len() - pos >= 5 && buf[pos] == tag {
+        while buf.len() - pos >= 5 && tags.contains(buf[pos]) {
             let len = be_u32(&buf[pos + 1..pos + 5]) as usize;
             if !(4..=MAX_MESSAGE).contains(&len) || buf.len() - pos <= len {
                 break;
@@ -241,23 +243,30 @@ mod tests {
         let row = msg(b'D', b"abc");
         let mut buf = [row.clone(), row.clone(), msg(b'C', b"SELECT 2\0")].concat();
         let s = Scanner::new();
-        assert_eq!(s.skip_run(&buf, 0, b'D'), 2 * row.len(), "stops at the C");
-        assert_eq!(s.skip_run(&buf, 0, b'C'), 0, "not a run of C");
+        let rows = TagSet::of(b"D");
+        assert_eq!(s.skip_run(&buf, 0, rows), 2 * row.len(), "stops at the C");
+        assert_eq!(s.skip_run(&buf, 0, TagSet::of(b"C")), 0, "not a run of C");
         buf.truncate(2 * row.len() - 1);
         assert_eq!(
-            s.skip_run(&buf, 0, b'D'),
+            s.skip_run(&buf, 0, rows),
             row.len(),
             "the partial second row is left"
         );
         let mut bad = row.clone();
         bad.extend_from_slice(&[b'D', 0, 0, 0, 2]);
         assert_eq!(
-            s.skip_run(&bad, 0, b'D'),
+            s.skip_run(&bad, 0, rows),
             row.len(),
             "a bad length is left for step"
         );
         let mut s2 = Scanner::new();
         assert!(s2.step(&bad, row.len(), |_| false, 1024).is_err());
-        assert_eq!(s.skip_run(&buf, buf.len(), b'D'), buf.len(), "nothing left");
+        assert_eq!(s.skip_run(&buf, buf.len(), rows), buf.len(), "nothing left");
+        let whole = [row.clone(), msg(b'C', b"SELECT 1\0"), msg(b'Z', b"I")].concat();
+        assert_eq!(
+            s.skip_run(&whole, 0, TagSet::of(b"DC")),
+            whole.len() - 6,
+            "a run of several types, up to the first outside the set"
+        );
     }
 }

@@ -141,6 +141,38 @@ pub mod be {
     }
 }
 
+/// A set of message types, tested with one shift: the relay asks of every
+/// server message whether it may pass unaccounted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TagSet(u128);
+
+impl TagSet {
+    /// No message type.
+    pub const EMPTY: TagSet = TagSet(0);
+
+    /// The set of `tags` (every message type is ASCII).
+    pub const fn of(tags: &[u8]) -> TagSet {
+        let mut bits = 0u128;
+        let mut i = 0;
+        while i < tags.len() {
+            bits |= 1 << (tags[i] & 127);
+            i += 1;
+        }
+        TagSet(bits)
+    }
+
+    /// Whether `tag` is in the set.
+    #[inline]
+    pub const fn contains(self, tag: u8) -> bool {
+        tag < 128 && (self.0 >> tag) & 1 == 1
+    }
+
+    /// The set without `tag`.
+    pub const fn without(self, tag: u8) -> TagSet {
+        TagSet(self.0 & !(1 << (tag & 127)))
+    }
+}
+
 /// Authentication request codes: the 32-bit word that starts the body of
 /// an Authentication message ([`be::AUTHENTICATION`]).
 pub mod auth {
@@ -256,5 +288,19 @@ mod tests {
         }
         assert!(!fe::valid_after_login(0), "a StartupMessage's first byte");
         assert!(!fe::valid_after_login(fe::PASSWORD));
+    }
+
+    #[test]
+    fn a_tag_set_holds_what_it_was_made_of_and_nothing_else() {
+        let set = TagSet::of(&[be::DATA_ROW, be::COMMAND_COMPLETE]);
+        for t in 0..=255u8 {
+            let member = t == be::DATA_ROW || t == be::COMMAND_COMPLETE;
+            assert_eq!(set.contains(t), member, "{t}");
+            // A byte past ASCII is never in a set, even one that aliases a member.
+            assert!(!set.contains(t | 128), "{t} | 128");
+        }
+        let less = set.without(be::COMMAND_COMPLETE);
+        assert!(less.contains(be::DATA_ROW) && !less.contains(be::COMMAND_COMPLETE));
+        assert!((0..=255u8).all(|t| !TagSet::EMPTY.contains(t)));
     }
 }

@@ -19,7 +19,28 @@ use std::collections::VecDeque;
 
 pub use kinds::*;
 
-use crate::protocol::tags::be;
+use crate::protocol::tags::{be, TagSet};
+
+/// What passes unaccounted while a client's simple Query is answered.
+const QUERY_PASSES: TagSet = TagSet::of(&[
+    be::DATA_ROW,
+    be::ROW_DESCRIPTION,
+    be::COPY_DATA,
+    be::COPY_DONE,
+    be::EMPTY_QUERY_RESPONSE,
+    be::NOTICE_RESPONSE,
+    be::NOTIFICATION_RESPONSE,
+    be::COMMAND_COMPLETE,
+]);
+
+/// What passes unaccounted while a client's Execute is answered.
+const EXECUTE_PASSES: TagSet = TagSet::of(&[
+    be::DATA_ROW,
+    be::COPY_DATA,
+    be::COPY_DONE,
+    be::NOTICE_RESPONSE,
+    be::NOTIFICATION_RESPONSE,
+]);
 
 /// The queue of replies a backend owes.
 #[derive(Debug, Default)]
@@ -128,35 +149,27 @@ impl Owed {
         }
     }
 
-    /// True when a server message of type `tag` changes nothing in the
-    /// books and goes to the client: rows, descriptions, notices and the
-    /// like of a client's Execute or Query. The relay passes these without
+    /// The server messages that change nothing in the books and go to the
+    /// client as the queue stands: rows, descriptions, notices and the like
+    /// of a client's Execute or Query. The relay passes these without
     /// accounting each one ([`Owed::on_server`] would return
-    /// [`Disposition::Forward`] and leave the queue as it is).
+    /// [`Disposition::Forward`] and leave the queue as it is), and a run of
+    /// them on lengths alone: they cannot change the set.
     #[inline]
-    pub fn passes(&self, tag: u8) -> bool {
+    pub fn passing(&self) -> TagSet {
         match self.queue.front() {
-            Some(Expect::Client(Reply::Query { .. })) => match tag {
-                be::DATA_ROW
-                | be::ROW_DESCRIPTION
-                | be::COPY_DATA
-                | be::COPY_DONE
-                | be::EMPTY_QUERY_RESPONSE
-                | be::NOTICE_RESPONSE
-                | be::NOTIFICATION_RESPONSE => true,
-                be::COMMAND_COMPLETE => self.copy.is_none(),
-                _ => false,
-            },
-            Some(Expect::Client(Reply::Execute)) => matches!(
-                tag,
-                be::DATA_ROW
-                    | be::COPY_DATA
-                    | be::COPY_DONE
-                    | be::NOTICE_RESPONSE
-                    | be::NOTIFICATION_RESPONSE
-            ),
-            _ => false,
+            Some(Expect::Client(Reply::Query { .. })) if self.copy.is_none() => QUERY_PASSES,
+            // A COPY's CommandComplete ends it: the Syncs it swallowed are settled then.
+            Some(Expect::Client(Reply::Query { .. })) => QUERY_PASSES.without(be::COMMAND_COMPLETE),
+            Some(Expect::Client(Reply::Execute)) => EXECUTE_PASSES,
+            _ => TagSet::EMPTY,
         }
+    }
+
+    /// Whether a server message of type `tag` passes unaccounted now (see
+    /// [`Owed::passing`]).
+    pub fn passes(&self, tag: u8) -> bool {
+        self.passing().contains(tag)
     }
 
     /// True when the next reply answers a message the pooler added.

@@ -15,7 +15,7 @@ use crate::client::txn::rewrite::error_with_client_name;
 use crate::protocol::messages::Fields;
 use crate::protocol::scan::{Scanner, Step};
 use crate::protocol::sql::Strings;
-use crate::protocol::tags::be;
+use crate::protocol::tags::{be, TagSet};
 use crate::protocol::FrameBuf;
 use crate::stream::{fill, ReadHalf, WriteHalf};
 
@@ -56,15 +56,25 @@ struct Head {
     named: bool,
     /// A ROLLBACK undoes followed settings: its tag must be read.
     following: bool,
+    /// The messages that pass unaccounted (a followed setting's
+    /// CommandComplete does not).
+    passing: TagSet,
 }
 
 impl Head {
     fn of(s: &Shared<'_>, answers: bool) -> Self {
         let owed = s.ledger.owed();
+        let following = answers && s.follow.pending();
+        let passing = owed.passing();
         Head {
             injected: owed.head_is_injected(),
             named: answers && owed.head_statement().is_some(),
-            following: answers && s.follow.pending(),
+            following,
+            passing: if following {
+                passing.without(be::COMMAND_COMPLETE)
+            } else {
+                passing
+            },
         }
     }
 
@@ -265,9 +275,14 @@ impl Down<'_, '_> {
                 modified = true;
                 head = Head::of(&s, self.answers);
             }
-            let Head {
-                named, following, ..
-            } = head;
+            let Head { named, passing, .. } = head;
+            // Nothing a passing message does changes what comes due or how
+            // the next one reads, so a run of them (a result's description,
+            // rows and tag, COPY data) is skipped on lengths alone rather
+            // than stepped one by one.
+            if scan.at_boundary() {
+                pos = scan.skip_run(data, pos, passing);
+            }
             let step = scan
                 .step_capped(data, pos, |t| head.inspects(t), MAX_INSPECTED)
                 .map_err(|v| format!("server sent garbage: {v}"))?;
@@ -280,16 +295,9 @@ impl Down<'_, '_> {
                 Step::Whole { tag, start, end } => (tag, start, end, true),
                 Step::Header { tag, start, end } => (tag, start, end, false),
             };
-            // Rows of a client's query: nothing to account, however many.
-            if s.ledger.owed().passes(tag) && !(following && tag == be::COMMAND_COMPLETE) {
-                // Nothing a passing message does changes what comes due, so
-                // the rest of a run of them (a result's rows, COPY data) is
-                // skipped on lengths alone rather than stepped one by one.
-                pos = if scan.at_boundary() {
-                    scan.skip_run(data, end, tag)
-                } else {
-                    end
-                };
+            // The head of a passing message not wholly here yet.
+            if passing.contains(tag) {
+                pos = end;
                 continue;
             }
             let Shared { ledger, .. } = &mut *s;
