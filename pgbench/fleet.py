@@ -254,8 +254,9 @@ def proxy_section(rows, hz=100):
     return out
 
 
-def takeover_section(trows, window):
-    out = ["## Takeover under load (`pgharbor --takeover` during `pgbench -c 16 -l`)", "",
+def takeover_section(trows, window, seconds, at):
+    out = [f"## Takeover under load (`pgharbor --takeover` at {at:g} s of `pgbench -n -j 2 -c 16 -T {seconds} -l`)",
+           "", "TPC-B-like script, straight to one pgharbor over TCP; `connect` adds `-C`. "
            f"Window: transactions in flight during the {window:g} s from the start of the takeover "
            "command; rest: all others. `tps ratio`: transactions ending in the takeover's second over "
            "the median of the run's other full seconds.", "",
@@ -286,6 +287,7 @@ class Fleet:
         self.out = os.path.abspath(args.out or f"{ROOT}/results/{stamp}_fleet")
         os.makedirs(f"{self.out}/raw", exist_ok=True)
         self.rows, self.trows, self.seconds = [], [], []
+        self.written = False
         self.next_port = PORT_BASE
 
     def port(self):
@@ -515,7 +517,7 @@ class Fleet:
         t0 = time.time()
         new = self.spawn(f"{name}-new", [self.bin, "--takeover", "--config", path, "--threads", "1",
                                           "--log-level", "warn"])
-        old_exit = watch_exit(old, bench, t0)
+        old_exit = watch_exit(old, new, bench, t0)
         self.procs = [(q, n) for q, n in self.procs if q is not bench]
         takeover_rc = new.poll()  # None: the new process took over and serves
         self.stop(new)
@@ -562,6 +564,7 @@ class Fleet:
         write_csv(f"{self.out}/takeover_seconds.csv", ("mode", "connect", "second", "tx", "takeover"), self.seconds)
         with open(f"{self.out}/summary.md", "w") as f:
             f.write("\n".join(self.summary()) + "\n")
+        self.written = True
         say(f"results in {self.out}")
 
     def summary(self):
@@ -575,7 +578,7 @@ class Fleet:
         if "fleet" in a.parts:
             lines += fleet_section(self.rows, a.modes, a.clients)
         if "takeover" in a.parts:
-            lines += takeover_section(self.trows, a.window)
+            lines += takeover_section(self.trows, a.window, a.takeover_time, a.takeover_at)
         if "proxy" in a.parts:
             lines += proxy_section(self.rows, self.hz)
         busy = [r for r in self.rows if r["load1_before"] > 1.5]
@@ -605,11 +608,12 @@ class Fleet:
         self.write()
 
 
-def watch_exit(old, bench, t0, linger=150):
+def watch_exit(old, new, bench, t0, linger=150):
     """Waits for BENCH to end, noting when OLD exits: seconds from T0, or None
-    when it is still running LINGER s after T0 (pool.shutdown_timeout is 120 s)."""
+    when it is still running LINGER s after T0 (pool.shutdown_timeout is 120 s)
+    or NEW exited (a takeover that failed leaves the old process serving)."""
     old_exit = None
-    while bench.poll() is None or (old_exit is None and time.time() - t0 < linger):
+    while bench.poll() is None or (old_exit is None and new.poll() is None and time.time() - t0 < linger):
         if old_exit is None and old.poll() is not None:
             old_exit = time.time() - t0
         time.sleep(0.05)
@@ -675,6 +679,9 @@ def main(argv=None):
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if not fleet.written and (fleet.rows or fleet.trows):
+            say("interrupted: writing the runs made so far")
+            fleet.write()
         fleet.cleanup()
 
 

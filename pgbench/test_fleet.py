@@ -137,6 +137,15 @@ class Summary(unittest.TestCase):
         self.assertIn("| transaction | 32 | **2 / 1, paired** | 1.50x (1.50 to 1.50) | | 0.75x (0.75 to 0.75) |", text)
 
 
+    def test_takeover_section_one_row_per_run(self):
+        t = dict(mode="session", connect="connect", failed_tx=0, aborted_clients=1, connection_errors=2,
+                 window_tx=900, window_p99_ms=80.0, window_max_ms=150.5, rest_p99_ms=40.0, rest_max_ms=99.0,
+                 window_tps_vs_median=0.58, old_exit_s=0.12, rc=0)
+        text = "\n".join(fleet.takeover_section([t], 1.0, 20, 8))
+        self.assertIn("at 8 s of `pgbench -n -j 2 -c 16 -T 20 -l`", text)
+        self.assertIn("| session | connect | 0 | 1 | 2 | 900 | 80.00 / 150.50 | 40.00 / 99.00 | 0.58 | 0.1 | 0 |", text)
+
+
 class Options(unittest.TestCase):
     def test_defaults_and_lists(self):
         a = fleet.options([])
