@@ -79,7 +79,8 @@ fi
 # 1 000 concurrent clients plus the pooler's and PostgreSQL's descriptors.
 ulimit -n 8192 2>/dev/null || true
 
-# The comparison harness's own logic (medians, ratios, writers): stdlib only.
+# The comparison harness's own logic (medians, ratios, writers) and pgbench/fleet.py's
+# (discover runs every pgbench/test_*.py): stdlib only.
 if command -v python3 >/dev/null 2>&1; then
     python3 -m unittest discover -s pgbench -q
 fi
