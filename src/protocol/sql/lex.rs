@@ -27,7 +27,9 @@ const IDENT_START: u8 = 2;
 const DIGIT: u8 = 4;
 const DOLLAR: u8 = 8;
 
-const CLASS: [u8; 256] = {
+// A `static`, not a `const`: a const array indexed at run time is copied
+// onto the stack at every use (256 bytes per byte lexed).
+static CLASS: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut b = 0;
     while b < 256 {
