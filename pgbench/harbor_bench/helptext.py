@@ -165,10 +165,10 @@ Options, servers:
   --no-build           measure the existing target/release/pgharbor
   --no-install         install nothing: a missing PgBouncer or gnuplot is
                        skipped, missing PostgreSQL binaries are an error
-  --pg-port N          PostgreSQL TCP port      (default: first free from 55432)
-  --pgharbor-port N    pgharbor port            (default: first free from 56432)
+  --pg-port N          PostgreSQL TCP port      (default: first free from 20432)
+  --pgharbor-port N    pgharbor port            (default: first free from 21432)
   --baseline-port N    pgharbor-base port       (default: first free after pgharbor's)
-  --pgbouncer-port N   PgBouncer port           (default: first free from 57432)
+  --pgbouncer-port N   PgBouncer port           (default: first free from 22432)
 
 Options, output:
   --out DIR            results directory   (default results/<date>_<time>)

@@ -106,12 +106,13 @@ def pre_estimate(s):
 
 
 def choose_ports(h):
-    """The given ports, else the first free ones from 55432 / 56432 / 57432;
+    """The given ports, else the first free ones from 20432 / 21432 / 22432 (below
+    32768: ports above collide with the kernel's ephemeral ports);
     pgharbor-base: the first free one after pgharbor's that no other has."""
     s, p = h.s, h.s.ports
-    h.pg_port = (p["pg"] or free_port(55432)) if h.own_pg else None
-    h.harbor_port = p["pgharbor"] or free_port(56432)
-    h.bouncer_port = p["pgbouncer"] or free_port(57432)
+    h.pg_port = (p["pg"] or free_port(20432)) if h.own_pg else None
+    h.harbor_port = p["pgharbor"] or free_port(21432)
+    h.bouncer_port = p["pgbouncer"] or free_port(22432)
     if h.own_pg and h.pg_port in (h.harbor_port, h.bouncer_port):
         die(f"ports must differ: PostgreSQL {h.pg_port}, pgharbor {h.harbor_port}, PgBouncer {h.bouncer_port}")
     if h.harbor_port == h.bouncer_port:
