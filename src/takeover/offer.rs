@@ -97,13 +97,14 @@ impl ControlSocket {
     /// changes nothing.
     ///
     /// While this process then drains, the new one passes on the
-    /// CancelRequests it has no key for: they arrive on `cancels`.
+    /// CancelRequests it has no key for: they arrive on `cancels`. Returns
+    /// a second handle on that connection, to hand clients over on.
     pub async fn serve(
         mut self,
         handover: Handover,
         requests: mpsc::Sender<Request>,
         cancels: mpsc::UnboundedSender<(i32, i32)>,
-    ) {
+    ) -> Option<Conn> {
         let handover = Arc::new(handover);
         loop {
             let stream = match self.listener.accept().await {
@@ -116,14 +117,17 @@ impl ControlSocket {
             };
             match self.converse(stream, &handover, &requests).await {
                 Ok(conn) => {
+                    let clients = conn.try_clone();
                     relay_cancels(conn, cancels);
-                    return;
+                    return clients
+                        .inspect_err(|e| tracing::warn!(error = %e, "takeover: clients cannot be handed over; they drain here"))
+                        .ok();
                 }
                 // Past the handover this process stops whatever happens
                 // (and its shutdown waits for this task).
                 Err(e) if self.state == File::HandedOver => {
                     tracing::warn!(error = %e, "takeover: the new process went away after taking over");
-                    return;
+                    return None;
                 }
                 Err(e) => tracing::warn!(error = %e, "takeover refused or failed; still serving"),
             }

@@ -48,8 +48,10 @@ pub async fn take(config: &Config) -> Result<Taken, TakeoverError> {
 
 impl Taken {
     /// This process accepts now: the old one stops and drains. Returns its
-    /// pid, and where to send the cancels this process has no key for.
-    pub async fn accepting(self) -> Result<(u32, CancelForwarder), TakeoverError> {
+    /// pid, where to send the cancels this process has no key for, and a
+    /// handle on the connection to read the clients it hands over
+    /// ([`super::receive`]).
+    pub async fn accepting(self) -> Result<(u32, CancelForwarder, Conn), TakeoverError> {
         let mut conn = self.conn;
         tokio::task::spawn_blocking(move || {
             conn.send(
@@ -59,7 +61,10 @@ impl Taken {
                 &[],
             )?;
             match conn.recv_plain()? {
-                Message::Draining { pid } => Ok((pid, CancelForwarder::start(conn)?)),
+                Message::Draining { pid } => {
+                    let arrivals = conn.try_clone()?;
+                    Ok((pid, CancelForwarder::start(conn)?, arrivals))
+                }
                 other => Err(TakeoverError::Unexpected(Box::new(other))),
             }
         })
