@@ -201,6 +201,23 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_reader_takes_over_frames_read_ahead_with_the_last_answer() {
+        let (a, b) = UnixStream::pair().unwrap();
+        let (mut tx, mut rx) = (Conn::new(a), Conn::new(b));
+        let (mine, _theirs) = UnixStream::pair().unwrap();
+        let client = Message::Client {
+            client: Box::new(super::super::moved::tests::sample()),
+        };
+        tx.send(&Message::Draining { pid: 1 }, &[]).unwrap();
+        tx.send(&client, &[mine.as_raw_fd()]).unwrap();
+        // Both frames are queued before the first read: it may take both.
+        assert_eq!(rx.recv_plain().unwrap(), Message::Draining { pid: 1 });
+        let mut reader = rx.reader().unwrap();
+        let (got, fds) = reader.recv().unwrap();
+        assert_eq!((got, fds.len()), (client, 1));
+    }
+
     #[tokio::test]
     async fn a_malformed_frame_stops_the_arrivals_and_the_sender_learns() {
         let (a, b) = UnixStream::pair().unwrap();

@@ -116,12 +116,18 @@ impl ControlSocket {
                 }
             };
             match self.converse(stream, &handover, &requests).await {
-                Ok(conn) => {
-                    let clients = conn.try_clone();
-                    relay_cancels(conn, cancels);
-                    return clients
-                        .inspect_err(|e| tracing::warn!(error = %e, "takeover: clients cannot be handed over; they drain here"))
-                        .ok();
+                Ok(mut conn) => {
+                    // The original writes the clients handed over, the
+                    // reader takes the cancels.
+                    match conn.reader() {
+                        Ok(reader) => relay_cancels(reader, cancels),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "takeover: clients cannot be handed over and cancels not passed on");
+                            relay_cancels(conn, cancels);
+                            return None;
+                        }
+                    }
+                    return Some(conn);
                 }
                 // Past the handover this process stops whatever happens
                 // (and its shutdown waits for this task).

@@ -62,7 +62,7 @@ impl Taken {
             )?;
             match conn.recv_plain()? {
                 Message::Draining { pid } => {
-                    let arrivals = conn.try_clone()?;
+                    let arrivals = conn.reader()?;
                     Ok((pid, CancelForwarder::start(conn)?, arrivals))
                 }
                 other => Err(TakeoverError::Unexpected(Box::new(other))),

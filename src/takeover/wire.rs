@@ -154,10 +154,16 @@ impl Conn {
         }
     }
 
-    /// A second handle on the same connection (one thread reads while
-    /// another writes); socket timeouts are shared by both.
-    pub fn try_clone(&self) -> Result<Conn, WireError> {
-        Ok(Conn::new(self.stream.try_clone()?))
+    /// A second handle on the same connection, to read from here on while
+    /// this one writes; it takes over what this one has read ahead (the
+    /// peer's next frames, and their descriptors, may have come with the
+    /// last one). Socket timeouts are shared by both.
+    pub fn reader(&mut self) -> Result<Conn, WireError> {
+        Ok(Conn {
+            stream: self.stream.try_clone()?,
+            buf: std::mem::take(&mut self.buf),
+            fds: std::mem::take(&mut self.fds),
+        })
     }
 
     /// Sends `msg`, with `fds` attached to its first byte.
