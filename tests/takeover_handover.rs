@@ -262,3 +262,56 @@ fn a_client_the_new_config_would_pool_per_session_gets_a_clear_fatal() {
     assert_eq!(again.query("SELECT 1").rows.len(), 1);
     drop(new);
 }
+
+fn frame(body: &[u8]) -> Vec<u8> {
+    let mut f = (body.len() as u32).to_be_bytes().to_vec();
+    f.extend_from_slice(body);
+    f
+}
+
+/// One frame's body, read plainly (the kernel closes descriptors riding on it).
+fn read_frame(s: &mut std::os::unix::net::UnixStream) -> String {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("a frame");
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).expect("a frame");
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_version_1_successor_gets_the_sockets_and_the_clients_drain() {
+    use std::io::Write;
+    let pg = PgCluster::shared();
+    let opts = PoolerOpts::transaction(2).shutdown_timeout(LONG_DRAIN);
+    let mut old = Pooler::start(pg, opts);
+    let ci = old.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let client = connect_ok(&ci).await;
+    client.batch_execute("SELECT 1").await.unwrap();
+    let path = old
+        .socket_dir()
+        .join(format!(".s.PGSQL.{}.takeover", old.port()));
+    let mut s = std::os::unix::net::UnixStream::connect(path).expect("control socket");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(&frame(b"{\"type\":\"hello\",\"version\":1}"))
+        .unwrap();
+    let offer = read_frame(&mut s);
+    assert!(
+        offer.contains("\"offer\"") && offer.contains("\"version\":1"),
+        "{offer}"
+    );
+    s.write_all(&frame(b"{\"type\":\"accepting\",\"pid\":1}"))
+        .unwrap();
+    assert!(read_frame(&mut s).contains("\"draining\""));
+    assert!(
+        old.wait_for_log("clients drain here", 1, Duration::from_secs(5)),
+        "{}",
+        old.log_text()
+    );
+    // A version 1 peer reads no client frames: the client stays.
+    client.batch_execute("SELECT 1").await.unwrap();
+    old.assert_alive();
+    assert!(!old.log_text().contains(HANDED), "{}", old.log_text());
+    drop(client);
+    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+}

@@ -140,7 +140,9 @@ async fn confirm_takeover(taken: Taken, pooler: &Arc<Pooler>) {
             tracing::info!(pid = old, "took over; the old process drains");
             let pass_on = move |pid, secret| forwarder.forward(pid, secret);
             let _ = pooler.cancel_elsewhere.set(Box::new(pass_on));
-            adopt_clients(arrivals, pooler);
+            if let Some(arrivals) = arrivals {
+                adopt_clients(arrivals, pooler);
+            }
         }
         Err(e) => {
             tracing::warn!(error = %e, "takeover: the old process did not confirm; it may still accept too")

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
-use super::wire::{Conn, Message, VERSION};
+use super::wire::{Conn, Message, HANDS_OVER_CLIENTS, OLDEST, VERSION};
 use super::{bounded, control_path, TakeoverError};
 use crate::config::Config;
 use crate::listener::Handover;
@@ -116,7 +116,15 @@ impl ControlSocket {
                 }
             };
             match self.converse(stream, &handover, &requests).await {
-                Ok(mut conn) => {
+                Ok((conn, version)) if version < HANDS_OVER_CLIENTS => {
+                    tracing::info!(
+                        version,
+                        "takeover: the new process speaks an older version; clients drain here"
+                    );
+                    relay_cancels(conn, cancels);
+                    return None;
+                }
+                Ok((mut conn, _)) => {
                     // The original writes the clients handed over, the
                     // reader takes the cancels.
                     match conn.reader() {
@@ -145,7 +153,7 @@ impl ControlSocket {
         stream: UnixStream,
         handover: &Arc<Handover>,
         requests: &mpsc::Sender<Request>,
-    ) -> Result<Conn, TakeoverError> {
+    ) -> Result<(Conn, u32), TakeoverError> {
         let uid = stream.peer_cred().map_err(wire_io)?.uid();
         // SAFETY: geteuid cannot fail.
         let own = unsafe { libc::geteuid() };
@@ -154,16 +162,18 @@ impl ControlSocket {
         }
         let conn = bounded(stream.into_std().map_err(wire_io)?).map_err(wire_io)?;
         let offering = handover.clone();
-        let (conn, pid) = tokio::task::spawn_blocking(move || offer(conn, &offering)).await??;
+        let (conn, pid, version) =
+            tokio::task::spawn_blocking(move || offer(conn, &offering)).await??;
         tracing::info!(
             pid,
+            version,
             "takeover: the new process accepts; this one stops accepting and drains"
         );
         handover.give_away();
         self.state = File::HandedOver;
         let (stopped, done) = oneshot::channel();
         if requests.send(Request { pid, stopped }).await.is_err() {
-            return Ok(conn);
+            return Ok((conn, version));
         }
         let _ = done.await;
         let mut conn = conn;
@@ -174,20 +184,22 @@ impl ControlSocket {
                 },
                 &[],
             )
-            .map(|()| conn)
+            .map(|()| (conn, version))
         })
         .await?
         .map_err(TakeoverError::from)
     }
 }
 
-/// The blocking part: hello, offer with the sockets, accepting.
-fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32), TakeoverError> {
-    match conn.recv_plain()? {
-        Message::Hello { version } if version == VERSION => {}
+/// The blocking part: hello, offer with the sockets, accepting. Returns
+/// the new process's pid and the version both speak.
+fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32, u32), TakeoverError> {
+    let agreed = match conn.recv_plain()? {
+        Message::Hello { version } if (OLDEST..=VERSION).contains(&version) => version,
         Message::Hello { version } => {
-            let reason =
-                format!("this process speaks takeover version {VERSION}, the new one {version}");
+            let reason = format!(
+                "this process speaks takeover versions {OLDEST} to {VERSION}, the new one {version}"
+            );
             conn.send(
                 &Message::Refused {
                     version: VERSION,
@@ -198,15 +210,15 @@ fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32), TakeoverErr
             return Err(TakeoverError::Refused { version, reason });
         }
         other => return Err(TakeoverError::Unexpected(Box::new(other))),
-    }
+    };
     let fds = handover.raw_fds();
     let offer = Message::Offer {
-        version: VERSION,
+        version: agreed,
         sockets: fds.len(),
     };
     conn.send(&offer, &fds)?;
     match conn.recv_plain()? {
-        Message::Accepting { pid } => Ok((conn, pid)),
+        Message::Accepting { pid } => Ok((conn, pid, agreed)),
         other => Err(TakeoverError::Unexpected(Box::new(other))),
     }
 }

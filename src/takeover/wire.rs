@@ -17,6 +17,11 @@ use super::moved::MovedClient;
 /// another is refused before any socket changes hands. 2: the old process
 /// hands idle transaction-pooling clients over ([`Message::Client`]).
 pub const VERSION: u32 = 2;
+/// The oldest version this binary still speaks, either side: with a
+/// version 1 peer the sockets change hands and the clients drain.
+pub const OLDEST: u32 = 1;
+/// The first version in which clients are handed over.
+pub const HANDS_OVER_CLIENTS: u32 = 2;
 /// Largest frame body accepted, checked before allocating for it: a
 /// handed-over client's frame carries its prepared statements.
 pub const MAX_FRAME: usize = 1024 * 1024;
