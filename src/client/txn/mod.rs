@@ -108,23 +108,18 @@ pub(super) async fn serve(
         pin: None,
         stays: false,
     };
-    if let Some(c) = carried {
-        client.settings = client.settings.with_session(c.session);
-        (client.statements, client.strings) = (c.statements, c.strings);
-    }
+    client.restore(carried);
     let mut transactions: u64 = 0;
     let end = loop {
         if lease.is_none() {
             // A takeover's new process serves it from here on.
-            if client.movable(stream, buf) {
-                let who = moving::Who {
-                    user: &user,
-                    transport,
-                    auth,
-                };
-                if client.hand_over(stream, who).await {
-                    return Ok(());
-                }
+            let who = moving::Who {
+                user: &user,
+                transport,
+                auth,
+            };
+            if client.hand_over(stream, buf, who).await {
+                return Ok(());
             }
             entry.set(ClientState::Idle, None);
             let outbox = client.outbox(stream);
@@ -344,16 +339,10 @@ async fn wait_for_client(
     if buf.is_empty() {
         // Idle clients may be many: hold no read buffer while waiting.
         buf.shed();
-        let moving = async {
-            match outbox {
-                Some(o) => o.started().await,
-                None => std::future::pending().await,
-            }
-        };
         let ready = tokio::select! {
             r = stream.wait_readable() => r,
             why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
-            () = moving => return Waited::Move,
+            () = crate::takeover::Outbox::started_for(outbox) => return Waited::Move,
         };
         if ready.is_err() {
             return Waited::End(RelayEnd::ClientGone);

@@ -49,15 +49,26 @@ impl Between<'_, '_> {
         (!stays).then_some(&self.pooler.handoff)
     }
 
-    /// Whether the client may be handed over now.
-    pub(super) fn movable(&self, stream: &Stream, buf: &FrameBuf) -> bool {
-        self.outbox(stream).is_some_and(Outbox::is_open) && buf.is_empty()
+    /// A handed-over client's settings, statements and lexer state.
+    pub(super) fn restore(&mut self, carried: Option<Box<Carried>>) {
+        if let Some(c) = carried {
+            self.settings = std::mem::take(&mut self.settings).with_session(c.session);
+            (self.statements, self.strings) = (c.statements, c.strings);
+        }
     }
 
-    /// Hands the client to the new process; true when its socket is that
-    /// process's now, and the session must end without a word to it.
-    pub(super) async fn hand_over(&mut self, stream: &Stream, who: Who<'_>) -> bool {
-        let Some(fd) = stream.plain_fd() else {
+    /// Hands the client to a takeover's new process if one is taking
+    /// clients and this one may move now (nothing of a message buffered);
+    /// true when its socket is that process's now, and the session must
+    /// end without a word to it.
+    pub(super) async fn hand_over(
+        &mut self,
+        stream: &Stream,
+        buf: &FrameBuf,
+        who: Who<'_>,
+    ) -> bool {
+        let movable = self.outbox(stream).is_some_and(Outbox::is_open) && buf.is_empty();
+        let Some(fd) = stream.plain_fd().filter(|_| movable) else {
             return false;
         };
         let moved = self.moved(who);
