@@ -123,6 +123,12 @@ pub struct Pooler {
     /// takeover, to the draining process whose clients hold such keys;
     /// returns false once that process is gone.
     pub cancel_elsewhere: OnceLock<CancelElsewhere>,
+    /// Connection ids: accepted clients and clients handed over by a
+    /// takeover's old process draw from the same counter.
+    pub client_ids: std::sync::atomic::AtomicU64,
+    /// After a takeover, where this (old) process hands its idle
+    /// transaction-pooling clients to the new one.
+    pub handoff: crate::takeover::Outbox,
 }
 
 /// Passes a cancel key (pid, secret) on to another process.
@@ -198,6 +204,8 @@ impl Pooler {
             disabled: Mutex::default(),
             console_sessions: AtomicUsize::new(0),
             cancel_elsewhere: OnceLock::new(),
+            client_ids: std::sync::atomic::AtomicU64::new(1),
+            handoff: Default::default(),
         });
         let snap = pooler.snapshot();
         pooler
@@ -298,6 +306,12 @@ impl Pooler {
     /// Seed for mock SCRAM salts of unknown users.
     pub fn mock_seed(&self) -> &[u8; 32] {
         &self.mock_seed
+    }
+
+    /// A fresh connection id.
+    pub fn next_client_id(&self) -> u64 {
+        self.client_ids
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Token cancelled when sessions must be closed now.

@@ -95,6 +95,16 @@ impl Stream {
         }
     }
 
+    /// The socket of a plain (not TLS) stream, to hand to another process.
+    pub fn plain_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        use std::os::fd::AsFd;
+        match self {
+            Stream::Tcp(s) => Some(s.as_fd()),
+            Stream::Unix(s) => Some(s.as_fd()),
+            Stream::Tls(_) | Stream::Detached(_) => None,
+        }
+    }
+
     /// Borrows both halves so the relay can read and write concurrently.
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {

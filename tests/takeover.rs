@@ -399,7 +399,7 @@ fn a_new_process_that_vanishes_after_taking_over_does_not_hang_the_old_one() {
     let mut old = Pooler::start(pg, PoolerOpts::transaction(1));
     let mut s = UnixStream::connect(control_path(&old)).expect("connect to the control socket");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&frame(b"{\"type\":\"hello\",\"version\":1}"))
+    s.write_all(&frame(b"{\"type\":\"hello\",\"version\":2}"))
         .unwrap();
     // A plain read: the kernel closes the descriptors that ride along.
     let mut len = [0u8; 4];

@@ -316,6 +316,7 @@ pub(super) async fn attach(
         transport: ctx.transport,
         auth,
         client_id: ctx.id,
+        carried: None,
     })
 }
 
@@ -342,7 +343,7 @@ async fn acquire(
 
 /// FATAL 55000 for a login to a DISABLEd database, PostgreSQL's words for
 /// a database that does not allow connections.
-fn disabled(database: &str) -> PgError {
+pub(super) fn disabled(database: &str) -> PgError {
     PgError::fatal(
         "55000",
         format!("database \"{database}\" is not currently accepting connections"),

@@ -1,6 +1,7 @@
 //! One client's life: negotiate, authenticate, get a backend, relay, and
 //! give the backend back clean.
 
+mod adopt;
 mod authenticate;
 mod cancel;
 mod cert;
@@ -22,6 +23,7 @@ use bytes::BytesMut;
 use tokio::io::AsyncWriteExt;
 use tracing::Instrument;
 
+pub use adopt::adopt;
 pub use error::ClientError;
 pub use relay::{Meter, RelayEnd};
 
@@ -80,6 +82,10 @@ struct Sessions(Arc<Pooler>);
 impl Serve for Sessions {
     fn tcp_options(&self) -> TcpOptions {
         self.0.config().listen.tcp
+    }
+
+    fn next_id(&self) -> u64 {
+        self.0.next_client_id()
     }
 
     fn serve(&self, stream: Stream, ctx: ConnContext) {

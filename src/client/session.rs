@@ -40,6 +40,8 @@ pub(super) struct Session {
     pub(super) auth: AuthKind,
     /// The connection id (whose statements a backend holds).
     pub(super) client_id: u64,
+    /// What a client handed over by a takeover brings besides (None at login).
+    pub(super) carried: Option<Box<super::txn::moving::Carried>>,
 }
 
 impl Session {

@@ -37,7 +37,7 @@ struct Running {
     accept: JoinHandle<()>,
     metrics: Option<JoinHandle<std::io::Result<()>>>,
     metrics_stop: CancellationToken,
-    control: Option<JoinHandle<()>>,
+    control: Option<JoinHandle<Option<crate::takeover::wire::Conn>>>,
     taking_over: mpsc::Receiver<Request>,
 }
 
@@ -106,10 +106,11 @@ async fn wait_for_stop(
     }
 }
 
-/// Closes the accept loops; after a takeover, then tells the new process.
+/// Closes the accept loops; after a takeover, then tells the new process,
+/// and starts handing idle transaction-pooling clients to it.
 async fn stop_accepting(
     accept: JoinHandle<()>,
-    control: Option<JoinHandle<()>>,
+    control: Option<JoinHandle<Option<crate::takeover::wire::Conn>>>,
     pooler: &Pooler,
     successor: Option<Request>,
 ) {
@@ -125,7 +126,16 @@ async fn stop_accepting(
         if !handed_over {
             task.abort();
         }
-        let _ = task.await;
+        if let Ok(Some(conn)) = task.await {
+            match pooler.handoff.open(conn) {
+                Ok(()) => tracing::info!(
+                    "takeover: handing idle transaction-pooling clients to the new process"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "takeover: clients cannot be handed over; they drain here")
+                }
+            }
+        }
     }
 }
 

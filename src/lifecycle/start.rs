@@ -134,17 +134,40 @@ async fn bind_metrics(
 
 /// This process accepts now: only then may the old one stop. Cancel keys
 /// unknown here go to it from then on.
-async fn confirm_takeover(taken: Taken, pooler: &Pooler) {
+async fn confirm_takeover(taken: Taken, pooler: &Arc<Pooler>) {
     match taken.accepting().await {
-        Ok((old, forwarder)) => {
+        Ok((old, forwarder, arrivals)) => {
             tracing::info!(pid = old, "took over; the old process drains");
             let pass_on = move |pid, secret| forwarder.forward(pid, secret);
             let _ = pooler.cancel_elsewhere.set(Box::new(pass_on));
+            if let Some(arrivals) = arrivals {
+                adopt_clients(arrivals, pooler);
+            }
         }
         Err(e) => {
             tracing::warn!(error = %e, "takeover: the old process did not confirm; it may still accept too")
         }
     }
+}
+
+/// Serves the clients the old process hands over, each as a session of
+/// this process (read on a thread, served on the runtime).
+fn adopt_clients(arrivals: takeover::wire::Conn, pooler: &Arc<Pooler>) {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let deliver = move |client, fd| {
+        let _ = tx.send((client, fd));
+    };
+    if let Err(e) = takeover::receive(arrivals, deliver) {
+        tracing::warn!(error = %e, "takeover: cannot take clients over; they drain on the old process");
+        return;
+    }
+    let pooler = pooler.clone();
+    tokio::spawn(async move {
+        while let Some((client, fd)) = rx.recv().await {
+            let session = crate::client::adopt(pooler.clone(), client, fd);
+            pooler.tasks.spawn(session);
+        }
+    });
 }
 
 /// Cancels a successor passes on, once this process has handed over and

@@ -7,7 +7,6 @@
 use std::io;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -49,6 +48,9 @@ pub trait Serve: Send + Sync + 'static {
     /// TCP options for the next accepted client; asked per accept, so a
     /// RELOAD reaches the next client.
     fn tcp_options(&self) -> TcpOptions;
+    /// A fresh connection id; the server owns the counter, so ids stay
+    /// unique with clients that arrive another way (a takeover's).
+    fn next_id(&self) -> u64;
     /// Takes one accepted connection (and must not block the accept loop).
     fn serve(&self, stream: Stream, ctx: ConnContext);
 }
@@ -102,7 +104,7 @@ pub struct Listeners {
 
 impl Drop for Listeners {
     fn drop(&mut self) {
-        if self.unix_inherited || self.given_away.load(Ordering::SeqCst) {
+        if self.unix_inherited || self.given_away.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let path = self
@@ -188,18 +190,17 @@ impl Listeners {
 
     /// Accepts for `server` until `stop` fires, then closes the sockets.
     pub async fn serve(mut self, stop: CancellationToken, server: Arc<dyn Serve>) {
-        let next_id = Arc::new(AtomicU64::new(1));
         let mut accepting = tokio::task::JoinSet::new();
         for l in self.tcp.drain(..) {
             if let Ok(a) = l.local_addr() {
                 tracing::info!(address = %a, "listening on TCP");
             }
-            accepting.spawn(accept_tcp(l, server.clone(), next_id.clone()));
+            accepting.spawn(accept_tcp(l, server.clone()));
         }
         if let Some((l, path)) = self.unix.take() {
             tracing::info!(path = %path.display(), "listening on Unix socket");
             self.unix_path = Some(path.clone());
-            accepting.spawn(accept_unix(l, path, server.clone(), next_id.clone()));
+            accepting.spawn(accept_unix(l, path, server.clone()));
         }
         stop.cancelled().await;
         accepting.shutdown().await;
@@ -261,7 +262,7 @@ async fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> 
     Ok(l)
 }
 
-async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU64>) {
+async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>) {
     loop {
         match l.accept().await {
             Ok((sock, peer)) => {
@@ -270,7 +271,7 @@ async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU
                     tracing::warn!(peer = %peer, error = %e, "cannot set TCP keepalive options");
                 }
                 let ctx = ConnContext {
-                    id: next_id.fetch_add(1, Ordering::Relaxed),
+                    id: server.next_id(),
                     transport: Transport::for_tcp_peer(&peer),
                     peer: peer.to_string(),
                     peer_ip: Some(peer.ip()),
@@ -284,17 +285,12 @@ async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>, next_id: Arc<AtomicU
     }
 }
 
-async fn accept_unix(
-    l: UnixListener,
-    path: PathBuf,
-    server: Arc<dyn Serve>,
-    next_id: Arc<AtomicU64>,
-) {
+async fn accept_unix(l: UnixListener, path: PathBuf, server: Arc<dyn Serve>) {
     loop {
         match l.accept().await {
             Ok((sock, _)) => {
                 let ctx = ConnContext {
-                    id: next_id.fetch_add(1, Ordering::Relaxed),
+                    id: server.next_id(),
                     transport: Transport::Unix,
                     peer: path.display().to_string(),
                     peer_ip: None,

@@ -103,6 +103,28 @@ impl CancelRegistry {
         }
     }
 
+    /// Registers a key another process issued (a client handed over in a
+    /// takeover keeps the key it was shown); None when it is taken here.
+    pub fn adopt(self: &Arc<Self>, pid: i32, secret: i32) -> Option<CancelKey> {
+        let slot = Arc::new(CancelSlot::default());
+        let mut keys = match self.keys.lock() {
+            Ok(k) => k,
+            Err(p) => p.into_inner(),
+        };
+        match keys.entry((pid, secret)) {
+            std::collections::hash_map::Entry::Occupied(_) => None,
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(slot.clone());
+                Some(CancelKey {
+                    pid,
+                    secret,
+                    slot,
+                    registry: self.clone(),
+                })
+            }
+        }
+    }
+
     /// The backend to cancel for a key a client presented (its secret as
     /// [`Route::Local`] gives it), if the key is live and its client holds
     /// a backend; keep the guard until the cancel is delivered.

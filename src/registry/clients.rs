@@ -202,6 +202,12 @@ pub struct ClientEntry {
 }
 
 impl ClientEntry {
+    /// What the client logged in with (its peer, application_name...).
+    pub fn info(&self) -> Option<ClientInfo> {
+        self.registry
+            .with(|m| m.get(&self.id).map(|(info, _)| info.clone()))
+    }
+
     /// Records what the client is doing now.
     pub fn set(&self, state: ClientState, backend: Option<u64>) {
         self.live.store(state, backend);

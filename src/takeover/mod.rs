@@ -15,6 +15,12 @@
 //!    `draining`, and from there on is in its safe shutdown: its sessions
 //!    end by themselves within `pool.shutdown_timeout`, then it exits.
 //!
+//! 5. hands each of its idle transaction-pooling clients (plain sockets,
+//!    between transactions, not pinned) over on the same connection: its
+//!    socket and its session ([`moved::MovedClient`]); a client busy in a
+//!    transaction follows when it is next idle. Once the last client is
+//!    gone or handed over, the old process exits.
+//!
 //! The conversation then stays open while the old process drains: a
 //! CancelRequest reaches whichever process accepts it, which after step 4
 //! is the new one, so the new one passes each key it does not know on to
@@ -29,6 +35,8 @@
 //! It lives above `listener`, `service` and `config`, which it wires
 //! together; nothing below it knows a takeover exists.
 
+mod handoff;
+pub mod moved;
 mod offer;
 mod take;
 pub mod wire;
@@ -37,6 +45,7 @@ use std::path::PathBuf;
 
 use crate::config::Config;
 
+pub use handoff::{receive, HandoffError, Outbox};
 pub use offer::{ControlSocket, Request};
 pub use take::{take, CancelForwarder, Taken};
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{mpsc, oneshot};
 
-use super::wire::{Conn, Message, VERSION};
+use super::wire::{Conn, Message, HANDS_OVER_CLIENTS, OLDEST, VERSION};
 use super::{bounded, control_path, TakeoverError};
 use crate::config::Config;
 use crate::listener::Handover;
@@ -97,13 +97,14 @@ impl ControlSocket {
     /// changes nothing.
     ///
     /// While this process then drains, the new one passes on the
-    /// CancelRequests it has no key for: they arrive on `cancels`.
+    /// CancelRequests it has no key for: they arrive on `cancels`. Returns
+    /// a second handle on that connection, to hand clients over on.
     pub async fn serve(
         mut self,
         handover: Handover,
         requests: mpsc::Sender<Request>,
         cancels: mpsc::UnboundedSender<(i32, i32)>,
-    ) {
+    ) -> Option<Conn> {
         let handover = Arc::new(handover);
         loop {
             let stream = match self.listener.accept().await {
@@ -115,15 +116,32 @@ impl ControlSocket {
                 }
             };
             match self.converse(stream, &handover, &requests).await {
-                Ok(conn) => {
+                Ok((conn, version)) if version < HANDS_OVER_CLIENTS => {
+                    tracing::info!(
+                        version,
+                        "takeover: the new process speaks an older version; clients drain here"
+                    );
                     relay_cancels(conn, cancels);
-                    return;
+                    return None;
+                }
+                Ok((mut conn, _)) => {
+                    // The original writes the clients handed over, the
+                    // reader takes the cancels.
+                    match conn.reader() {
+                        Ok(reader) => relay_cancels(reader, cancels),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "takeover: clients cannot be handed over and cancels not passed on");
+                            relay_cancels(conn, cancels);
+                            return None;
+                        }
+                    }
+                    return Some(conn);
                 }
                 // Past the handover this process stops whatever happens
                 // (and its shutdown waits for this task).
                 Err(e) if self.state == File::HandedOver => {
                     tracing::warn!(error = %e, "takeover: the new process went away after taking over");
-                    return;
+                    return None;
                 }
                 Err(e) => tracing::warn!(error = %e, "takeover refused or failed; still serving"),
             }
@@ -135,7 +153,7 @@ impl ControlSocket {
         stream: UnixStream,
         handover: &Arc<Handover>,
         requests: &mpsc::Sender<Request>,
-    ) -> Result<Conn, TakeoverError> {
+    ) -> Result<(Conn, u32), TakeoverError> {
         let uid = stream.peer_cred().map_err(wire_io)?.uid();
         // SAFETY: geteuid cannot fail.
         let own = unsafe { libc::geteuid() };
@@ -144,16 +162,18 @@ impl ControlSocket {
         }
         let conn = bounded(stream.into_std().map_err(wire_io)?).map_err(wire_io)?;
         let offering = handover.clone();
-        let (conn, pid) = tokio::task::spawn_blocking(move || offer(conn, &offering)).await??;
+        let (conn, pid, version) =
+            tokio::task::spawn_blocking(move || offer(conn, &offering)).await??;
         tracing::info!(
             pid,
+            version,
             "takeover: the new process accepts; this one stops accepting and drains"
         );
         handover.give_away();
         self.state = File::HandedOver;
         let (stopped, done) = oneshot::channel();
         if requests.send(Request { pid, stopped }).await.is_err() {
-            return Ok(conn);
+            return Ok((conn, version));
         }
         let _ = done.await;
         let mut conn = conn;
@@ -164,20 +184,22 @@ impl ControlSocket {
                 },
                 &[],
             )
-            .map(|()| conn)
+            .map(|()| (conn, version))
         })
         .await?
         .map_err(TakeoverError::from)
     }
 }
 
-/// The blocking part: hello, offer with the sockets, accepting.
-fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32), TakeoverError> {
-    match conn.recv_plain()? {
-        Message::Hello { version } if version == VERSION => {}
+/// The blocking part: hello, offer with the sockets, accepting. Returns
+/// the new process's pid and the version both speak.
+fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32, u32), TakeoverError> {
+    let agreed = match conn.recv_plain()? {
+        Message::Hello { version } if (OLDEST..=VERSION).contains(&version) => version,
         Message::Hello { version } => {
-            let reason =
-                format!("this process speaks takeover version {VERSION}, the new one {version}");
+            let reason = format!(
+                "this process speaks takeover versions {OLDEST} to {VERSION}, the new one {version}"
+            );
             conn.send(
                 &Message::Refused {
                     version: VERSION,
@@ -188,15 +210,15 @@ fn offer(mut conn: Conn, handover: &Handover) -> Result<(Conn, u32), TakeoverErr
             return Err(TakeoverError::Refused { version, reason });
         }
         other => return Err(TakeoverError::Unexpected(Box::new(other))),
-    }
+    };
     let fds = handover.raw_fds();
     let offer = Message::Offer {
-        version: VERSION,
+        version: agreed,
         sockets: fds.len(),
     };
     conn.send(&offer, &fds)?;
     match conn.recv_plain()? {
-        Message::Accepting { pid } => Ok((conn, pid)),
+        Message::Accepting { pid } => Ok((conn, pid, agreed)),
         other => Err(TakeoverError::Unexpected(Box::new(other))),
     }
 }

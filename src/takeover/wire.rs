@@ -11,11 +11,20 @@ use std::os::unix::net::UnixStream;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 use serde::{Deserialize, Serialize};
 
+use super::moved::MovedClient;
+
 /// The takeover protocol version this binary speaks; a peer speaking
-/// another is refused before any socket changes hands.
-pub const VERSION: u32 = 1;
-/// Largest frame body accepted, checked before allocating for it.
-pub const MAX_FRAME: usize = 64 * 1024;
+/// another is refused before any socket changes hands. 2: the old process
+/// hands idle transaction-pooling clients over ([`Message::Client`]).
+pub const VERSION: u32 = 2;
+/// The oldest version this binary still speaks, either side: with a
+/// version 1 peer the sockets change hands and the clients drain.
+pub const OLDEST: u32 = 1;
+/// The first version in which clients are handed over.
+pub const HANDS_OVER_CLIENTS: u32 = 2;
+/// Largest frame body accepted, checked before allocating for it: a
+/// handed-over client's frame carries its prepared statements.
+pub const MAX_FRAME: usize = 1024 * 1024;
 /// Most descriptors one frame may carry (TCP addresses plus the Unix socket).
 pub const MAX_FDS: usize = 32;
 /// Bytes of the length prefix.
@@ -62,6 +71,23 @@ pub enum Message {
         /// The key's secret.
         secret: i32,
     },
+    /// Old → new, while the old one drains: an idle transaction-pooling
+    /// client, its socket attached, to serve from here on.
+    Client {
+        /// What the client's session is.
+        client: Box<MovedClient>,
+    },
+}
+
+impl Message {
+    /// How many descriptors ride on this message's frame.
+    pub fn descriptors(&self) -> usize {
+        match self {
+            Message::Offer { sockets, .. } => *sockets,
+            Message::Client { .. } => 1,
+            _ => 0,
+        }
+    }
 }
 
 /// Why a control conversation failed.
@@ -133,14 +159,30 @@ impl Conn {
         }
     }
 
+    /// A second handle on the same connection, to read from here on while
+    /// this one writes; it takes over what this one has read ahead (the
+    /// peer's next frames, and their descriptors, may have come with the
+    /// last one). Socket timeouts are shared by both.
+    pub fn reader(&mut self) -> Result<Conn, WireError> {
+        Ok(Conn {
+            stream: self.stream.try_clone()?,
+            buf: std::mem::take(&mut self.buf),
+            fds: std::mem::take(&mut self.fds),
+        })
+    }
+
     /// Sends `msg`, with `fds` attached to its first byte.
     pub fn send(&mut self, msg: &Message, fds: &[RawFd]) -> Result<(), WireError> {
-        let frame = encode(msg);
+        self.send_frame(&encode(msg), fds)
+    }
+
+    /// Sends an encoded frame, with `fds` attached to its first byte.
+    pub fn send_frame(&mut self, frame: &[u8], fds: &[RawFd]) -> Result<(), WireError> {
         let rights = [ControlMessage::ScmRights(fds)];
         let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
         let mut sent = sendmsg::<()>(
             self.stream.as_raw_fd(),
-            &[IoSlice::new(&frame)],
+            &[IoSlice::new(frame)],
             cmsgs,
             MsgFlags::MSG_NOSIGNAL,
             None,
@@ -160,12 +202,22 @@ impl Conn {
         Ok(())
     }
 
-    /// The next message and the descriptors that came with it.
+    /// The next message and the descriptors that came with it (as many as
+    /// it announces). A frame's descriptors arrive with its first byte, so
+    /// once the frame is whole they are queued, in the order sent; more
+    /// than it announces may only belong to a frame that has begun.
     pub fn recv(&mut self) -> Result<(Message, Vec<OwnedFd>), WireError> {
         loop {
             if let Some((msg, used)) = parse(&self.buf)? {
                 self.buf.drain(..used);
-                return Ok((msg, std::mem::take(&mut self.fds)));
+                let want = msg.descriptors();
+                let got = self.fds.len();
+                if got < want || (got > want && self.buf.is_empty()) {
+                    self.fds.clear();
+                    return Err(WireError::Descriptors { got, want });
+                }
+                let fds = self.fds.drain(..want).collect();
+                return Ok((msg, fds));
             }
             let mut chunk = [0u8; 4096];
             let mut space = nix::cmsg_space!([RawFd; MAX_FDS]);
@@ -220,6 +272,12 @@ impl Conn {
         }
         Ok(msg)
     }
+
+    /// Stops reading: the peer's further writes fail (EPIPE), so a peer
+    /// that sent something malformed learns that nothing more is taken.
+    pub fn refuse_more(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Read);
+    }
 }
 
 #[cfg(test)]
@@ -243,6 +301,9 @@ mod tests {
             Message::Cancel {
                 pid: -1,
                 secret: i32::MIN,
+            },
+            Message::Client {
+                client: Box::new(super::super::moved::tests::sample()),
             },
         ];
         for msg in msgs {
@@ -275,11 +336,33 @@ mod tests {
             b"{\"type\":\"shutdown\"}",
             b"{\"type\":\"offer\",\"version\":1,\"sockets\":\"2\"}",
             b"\xff\xfe",
+            // Handed-over clients (version 2): missing, mistyped, unknown fields.
+            b"{\"type\":\"client\"}",
+            b"{\"type\":\"client\",\"client\":{}}",
+            b"{\"type\":\"client\",\"client\":null}",
         ];
         for body in bad {
             assert!(
                 matches!(parse(&frame(body)), Err(WireError::Json(_))),
                 "{body:?}"
+            );
+        }
+        let good = serde_json::to_value(super::super::moved::tests::sample()).unwrap();
+        let spoilt = [
+            ("transport", serde_json::json!("carrier-pigeon")),
+            ("auth", serde_json::json!("scram-sha-1")),
+            ("cancel_pid", serde_json::json!(1u64 << 40)),
+            ("params", serde_json::json!([["a"]])),
+            ("statements", serde_json::json!([{"name": "01"}])),
+            ("extra", serde_json::json!(1)),
+        ];
+        for (key, value) in spoilt {
+            let mut c = good.clone();
+            c[key] = value;
+            let body = serde_json::json!({"type": "client", "client": c}).to_string();
+            assert!(
+                matches!(parse(&frame(body.as_bytes())), Err(WireError::Json(_))),
+                "{key}"
             );
         }
         let huge = ((MAX_FRAME + 1) as u32).to_be_bytes();
@@ -308,6 +391,15 @@ mod tests {
         assert!(matches!(
             rx.recv_plain(),
             Err(WireError::Descriptors { got: 1, want: 0 })
+        ));
+        // A client frame must bring its socket; one without is refused.
+        let client = Message::Client {
+            client: Box::new(super::super::moved::tests::sample()),
+        };
+        tx.send(&client, &[]).unwrap();
+        assert!(matches!(
+            rx.recv(),
+            Err(WireError::Descriptors { got: 0, want: 1 })
         ));
         use std::io::Write;
         tx.stream.write_all(&[0, 0, 0, 9, b'{']).unwrap();

@@ -10,6 +10,7 @@
 //! until it disconnects; see the README's state table.
 
 mod ahead;
+pub(crate) mod moving;
 pub(crate) mod rewrite;
 pub mod settings;
 pub mod statements;
@@ -58,6 +59,7 @@ pub(super) async fn serve(
         transport,
         auth,
         client_id,
+        carried,
     } = session;
     let pool = match &lease {
         Some(l) => l.pool().clone(),
@@ -104,13 +106,34 @@ pub(super) async fn serve(
         meter: None,
         scan: Scanner::new(),
         pin: None,
+        stays: false,
     };
+    client.restore(carried);
     let mut transactions: u64 = 0;
     let end = loop {
         if lease.is_none() {
+            // A takeover's new process serves it from here on.
+            let who = moving::Who {
+                user: &user,
+                transport,
+                auth,
+            };
+            if client.hand_over(stream, buf, who).await {
+                return Ok(());
+            }
             entry.set(ClientState::Idle, None);
-            match Box::pin(wait_for_client(stream, buf, &client.scan, stop.as_mut())).await {
+            let outbox = client.outbox(stream);
+            match Box::pin(wait_for_client(
+                stream,
+                buf,
+                &client.scan,
+                stop.as_mut(),
+                outbox,
+            ))
+            .await
+            {
                 Waited::Message => {}
+                Waited::Move => continue,
                 Waited::End(e) => break e,
             }
             if client.answer_ahead(stream, buf).await? {
@@ -165,6 +188,8 @@ struct Between<'p, 'x> {
     scan: Scanner,
     /// Why the client holds its backend for good, once it does.
     pin: Option<Pin>,
+    /// A takeover could not hand it over: it stays on this process.
+    stays: bool,
 }
 
 impl Between<'_, '_> {
@@ -297,6 +322,8 @@ impl Between<'_, '_> {
 enum Waited {
     /// A message (or part of one) is buffered: time to get a backend.
     Message,
+    /// A takeover's hand-over began while nothing was buffered.
+    Move,
     /// The session is over.
     End(RelayEnd),
 }
@@ -307,6 +334,7 @@ async fn wait_for_client(
     buf: &mut FrameBuf,
     scan: &Scanner,
     mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
+    outbox: Option<&crate::takeover::Outbox>,
 ) -> Waited {
     if buf.is_empty() {
         // Idle clients may be many: hold no read buffer while waiting.
@@ -314,6 +342,7 @@ async fn wait_for_client(
         let ready = tokio::select! {
             r = stream.wait_readable() => r,
             why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
+            () = crate::takeover::Outbox::started_for(outbox) => return Waited::Move,
         };
         if ready.is_err() {
             return Waited::End(RelayEnd::ClientGone);

@@ -54,6 +54,20 @@ impl ClientSettings {
         }
     }
 
+    /// The startup options and the lasting SETs, to hand the client over.
+    pub fn parts(&self) -> [&[(String, String)]; 2] {
+        [&self.startup, &self.session]
+    }
+
+    /// A handed-over client's lasting SETs (lower-case name, `SET <sql>`).
+    pub fn with_session(mut self, session: Vec<(String, String)>) -> Self {
+        self.session = session
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        self
+    }
+
     /// Records the client's SETs and RESETs that lasted. A RESET returns a
     /// parameter to the client's startup value (or the default), as on
     /// PostgreSQL.

@@ -40,6 +40,11 @@ struct Named {
 }
 
 impl ClientStatements {
+    /// Every named statement, to hand the client over.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Arc<Statement>)> {
+        self.by_name.iter().map(|(k, n)| (&**k, &n.stmt))
+    }
+
     /// The statement the client named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&Arc<Statement>> {
         self.by_name.get(name).map(|n| &n.stmt)

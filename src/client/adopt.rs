@@ -1,0 +1,165 @@
+//! A client the old process of a takeover handed over: its socket and
+//! its session between transactions, served from here on as if it had
+//! just finished a transaction on this process.
+//!
+//! Whatever the new config no longer allows it (its database or user
+//! gone, session pooling now, no client slot) ends it with a FATAL that
+//! says so, rather than serving it under rules it never logged in under.
+
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::session::Session;
+use super::txn::moving::{self, Carried};
+use super::txn::statements::ClientStatements;
+use super::{farewell, ClientError, CLIENT_BUF, CLIENT_RELAY_CAP};
+use crate::config::PoolMode;
+use crate::listener::Transport;
+use crate::pooler::Pooler;
+use crate::protocol::{FrameBuf, PgError, MAX_STARTUP_PACKET};
+use crate::registry::{ClientInfo, ClientState};
+use crate::stream::Stream;
+use crate::takeover::moved::MovedClient;
+
+/// Serves one handed-over client to the end.
+pub async fn adopt(pooler: Arc<Pooler>, moved: MovedClient, fd: OwnedFd) {
+    let id = pooler.next_client_id();
+    let transport = moving::transport(moved.transport);
+    let span = tracing::info_span!(
+        "client",
+        id,
+        transport = %transport,
+        peer = %moved.peer,
+        from = moved.old_id,
+        tls = false,
+        user = %moved.user,
+    );
+    async move {
+        let mut stream = match socket(fd, transport) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "handed-over client's socket is not what it claims; closed");
+                return;
+            }
+        };
+        let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
+        let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
+        let result = match restore(&pooler, moved, id, transport) {
+            Ok(session) => {
+                tracing::info!("client taken over from the old process");
+                Box::pin(super::txn::serve(session, &mut stream, &mut buf, &pooler)).await
+            }
+            Err(e) => Err(e),
+        };
+        Box::pin(farewell(&mut stream, result)).await;
+    }
+    .instrument(span)
+    .await
+}
+
+/// The descriptor as a stream of the transport the old process said;
+/// one of another kind (a TCP socket said to be a Unix one) is refused.
+fn socket(fd: OwnedFd, transport: Transport) -> std::io::Result<Stream> {
+    if transport == Transport::Unix {
+        let s = std::os::unix::net::UnixStream::from(fd);
+        s.local_addr()?;
+        s.set_nonblocking(true)?;
+        Ok(Stream::Unix(tokio::net::UnixStream::from_std(s)?))
+    } else {
+        let s = std::net::TcpStream::from(fd);
+        s.peer_addr()?;
+        s.set_nonblocking(true)?;
+        Ok(Stream::Tcp(tokio::net::TcpStream::from_std(s)?))
+    }
+}
+
+/// FATAL 57P01 for a handed-over client this process cannot serve.
+fn cannot(why: impl std::fmt::Display) -> ClientError {
+    ClientError::Refused(
+        PgError::fatal(
+            "57P01",
+            format!("terminating connection: pgharbor restarted and cannot take this session over: {why}"),
+        )
+        .with_hint("Reconnect."),
+    )
+}
+
+/// The session the handed-over client had, under this process's config.
+fn restore(
+    pooler: &Arc<Pooler>,
+    moved: MovedClient,
+    id: u64,
+    transport: Transport,
+) -> Result<Session, ClientError> {
+    let (named, unnamed) = moved.check().map_err(cannot)?;
+    let Ok(permit) = pooler.client_slots.clone().try_acquire_owned() else {
+        return Err(ClientError::Refused(PgError::fatal(
+            "53300",
+            "sorry, too many clients already",
+        )));
+    };
+    let entry = pooler.clients.register(ClientInfo {
+        id,
+        user: moved.user.clone(),
+        database: moved.database.clone(),
+        transport,
+        tls: false,
+        peer: moved.peer.clone(),
+        connected_at: moving::connected_at(moved.connected_at_ms),
+        state: ClientState::Idle,
+        backend: None,
+        application_name: moved.application_name.clone(),
+        wait: None,
+    });
+    let snapshot = pooler.snapshot();
+    let config = &snapshot.config;
+    let pool_mode = config.pool_mode_for(&moved.database, &moved.user);
+    if pool_mode == PoolMode::Session {
+        return Err(cannot(format!(
+            "database \"{}\" is in session pooling now",
+            moved.database
+        )));
+    }
+    if pooler.is_disabled(&moved.database) {
+        return Err(ClientError::Refused(super::login::disabled(
+            &moved.database,
+        )));
+    }
+    pooler.pool_in(&snapshot, &moved.database, &moved.user)?;
+    let Some(cancel_key) = pooler.cancels.adopt(moved.cancel_pid, moved.cancel_secret) else {
+        return Err(cannot("its cancel key is in use here"));
+    };
+    let budget = config.pool.prepared_statement_bytes;
+    let mut statements = ClientStatements::default();
+    for (name, definition) in named {
+        let s = pooler
+            .statements
+            .intern(&definition, budget)
+            .map_err(cannot)?;
+        statements.define(&name, s);
+    }
+    if let Some(def) = unnamed {
+        statements.set_unnamed(&def);
+    }
+    Ok(Session {
+        pool_mode,
+        lease: None,
+        params: Arc::new(moving::param_set(&moved.params)),
+        extras: moved.startup,
+        cancel_key,
+        _permit: permit,
+        entry,
+        user: moved.user,
+        database: moved.database,
+        transport,
+        auth: moving::auth_kind(moved.auth),
+        client_id: id,
+        carried: Some(Box::new(Carried {
+            session: moved.session,
+            statements,
+            strings: moving::strings(moved.strings),
+        })),
+    })
+}
