@@ -88,15 +88,6 @@ impl Outbox {
         }
     }
 
-    /// [`Outbox::started`] of `outbox`, or never for None (a client that
-    /// cannot move).
-    pub async fn started_for(outbox: Option<&Outbox>) {
-        match outbox {
-            Some(o) => o.started().await,
-            None => std::future::pending().await,
-        }
-    }
-
     /// Sends `client` with its socket `fd`; once this returns Ok the
     /// socket is the new process's, and the caller must neither read nor
     /// write it again.

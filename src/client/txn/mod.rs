@@ -80,6 +80,11 @@ pub(super) async fn serve(
     // cancellation future (a waiter registration) per transaction.
     let stop = watch.stopped();
     tokio::pin!(stop);
+    // A takeover's hand-over wakes the idle clients that may move; one
+    // registration for the client's life, as `stop`.
+    let moving = pooler.handoff.started();
+    tokio::pin!(moving);
+    let mut moving_seen = false;
     let mut client = Between {
         pooler,
         pool: &pool,
@@ -122,18 +127,23 @@ pub(super) async fn serve(
                 return Ok(());
             }
             entry.set(ClientState::Idle, None);
-            let outbox = client.outbox(stream);
+            let may_move = !moving_seen && client.outbox(stream).is_some();
             match Box::pin(wait_for_client(
                 stream,
                 buf,
                 &client.scan,
                 stop.as_mut(),
-                outbox,
+                may_move.then_some(moving.as_mut()),
             ))
             .await
             {
                 Waited::Message => {}
-                Waited::Move => continue,
+                Waited::Move => {
+                    // Started (it resolves once): from here every idle
+                    // point tries the hand-over before it waits.
+                    moving_seen = true;
+                    continue;
+                }
                 Waited::End(e) => break e,
             }
             if client.answer_ahead(stream, buf).await? {
@@ -334,7 +344,7 @@ async fn wait_for_client(
     buf: &mut FrameBuf,
     scan: &Scanner,
     mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    outbox: Option<&crate::takeover::Outbox>,
+    moving: Option<std::pin::Pin<&mut impl std::future::Future<Output = ()>>>,
 ) -> Waited {
     if buf.is_empty() {
         // Idle clients may be many: hold no read buffer while waiting.
@@ -342,7 +352,12 @@ async fn wait_for_client(
         let ready = tokio::select! {
             r = stream.wait_readable() => r,
             why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
-            () = crate::takeover::Outbox::started_for(outbox) => return Waited::Move,
+            () = async {
+                match moving {
+                    Some(m) => m.await,
+                    None => std::future::pending().await,
+                }
+            } => return Waited::Move,
         };
         if ready.is_err() {
             return Waited::End(RelayEnd::ClientGone);
