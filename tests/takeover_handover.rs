@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use common::tls::{connect_tls_tcp, tls_toml, Certs};
 use common::{
-    connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB,
+    connect_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport,
+    SCRAM_USER, TEST_DB,
 };
 
 /// What the old process logs per client it hands over.
@@ -314,4 +315,44 @@ async fn a_version_1_successor_gets_the_sockets_and_the_clients_drain() {
     assert!(!old.log_text().contains(HANDED), "{}", old.log_text());
     drop(client);
     tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_whose_pool_logs_in_with_its_lent_scram_keys_stays_on_the_old_process() {
+    // The auth file holds the pg_authid secret and the conninfo no
+    // password: backends log in with the keys the client's SCRAM login
+    // lent, which the new process would not have.
+    let pg = PgCluster::shared();
+    let secret = pg.scram_secret(SCRAM_USER.0);
+    let opts = PoolerOpts::transaction(2)
+        .shutdown_timeout(LONG_DRAIN)
+        .userlist(&[(SCRAM_USER.0, &secret)])
+        .databases(vec![DbEntry::new(TEST_DB, Backend::Tcp).pool_size(2)]);
+    let mut old = Pooler::start(pg, opts);
+    let ci = old.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let client = connect_ok(&ci).await;
+    client.batch_execute("SELECT 1").await.unwrap();
+    let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
+    assert!(
+        old.wait_for_log(
+            "its pool logs in with keys its login lent",
+            1,
+            Duration::from_secs(5)
+        ),
+        "{}",
+        old.log_text()
+    );
+    for i in 0..5i32 {
+        let got: i32 = client
+            .query_one("SELECT $1::int", &[&i])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(got, i);
+    }
+    old.assert_alive();
+    assert!(!old.log_text().contains(HANDED), "{}", old.log_text());
+    drop(client);
+    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    drop(new);
 }

@@ -181,6 +181,17 @@ impl Pool {
         self.lend_scram_keys(ScramCredential::passthrough(s, success.client_key));
     }
 
+    /// Whether backends log in only with SCRAM keys a client's login lent
+    /// (no password or md5 hash configured): another process, which had no
+    /// such login, could not open one.
+    pub fn logs_in_with_lent_keys(&self) -> bool {
+        self.inner
+            .manager()
+            .creds
+            .read()
+            .is_ok_and(|c| c.password.is_none() && c.md5_hash.is_none() && c.scram.is_some())
+    }
+
     /// A secret `auth.query` found for `client_user`: an md5 hash logs
     /// backends of this pool in as it is, when the configuration gave them
     /// nothing better (a SCRAM secret needs a client's keys instead, see

@@ -71,6 +71,15 @@ impl Between<'_, '_> {
         let Some(fd) = stream.plain_fd().filter(|_| movable) else {
             return false;
         };
+        if self.pool.logs_in_with_lent_keys() {
+            // The new process could not open a backend for it: the SCRAM
+            // keys its pool logs in with came from a login on this process.
+            self.stays = true;
+            tracing::info!(
+                "client stays on this process: its pool logs in with keys its login lent"
+            );
+            return false;
+        }
         let moved = self.moved(who);
         match self.pooler.handoff.send(moved, fd).await {
             Ok(()) => {
