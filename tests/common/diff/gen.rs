@@ -15,6 +15,7 @@ use std::fmt::Write as _;
 use super::msg::{Fe, Param, Text};
 use super::rng::Rng;
 
+mod cancel;
 mod client_b;
 mod copy;
 mod extended;

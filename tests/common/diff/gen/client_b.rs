@@ -1,43 +1,10 @@
-//! The steps of client B, including its cancel of A's query.
+//! Client B's steps: short, self-contained, run between A's so that
+//! backends change hands in transaction and statement pooling.
 
 use super::super::msg::Fe;
-use super::{text, Action, Gen, Step, Txn, Until, Who};
+use super::{text, Gen, Who};
 
 impl Gen {
-    pub(super) fn cancel_step(&mut self) {
-        let n = self.next();
-        let marker = format!("cancel {{T}} {n}");
-        let sql = format!("/*{marker}*/ SELECT pg_sleep(5) AS slept");
-        let msgs = if self.rng.chance(50) {
-            self.set_unnamed(None);
-            vec![Fe::query(sql)]
-        } else {
-            self.set_unnamed(Some(vec![]));
-            self.unnamed_no_rebind = true;
-            vec![
-                Fe::parse("", sql),
-                Fe::bind("", "", vec![]),
-                Fe::execute("", 0),
-                Fe::Sync,
-            ]
-        };
-        if self.txn == Txn::Open {
-            self.txn = Txn::Failed;
-        }
-        self.steps.push(Step {
-            who: Who::A,
-            what: "a long query, cancelled once it runs".into(),
-            actions: vec![
-                Action::Send { msgs, cuts: vec![] },
-                Action::WaitActive(marker),
-                Action::Cancel { wait: true },
-                Action::Read(Until::Ready(1)),
-            ],
-            cancel: true,
-            any_outcome: false,
-        });
-    }
-
     pub(super) fn b_step(&mut self) {
         let n = self.next();
         let allow_blocks = self.mode.allows_blocks();
