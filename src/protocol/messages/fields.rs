@@ -1,6 +1,6 @@
 //! The fields of an ErrorResponse or NoticeResponse.
 
-use super::split_nul;
+use super::reader::split_nul;
 use crate::protocol::tags::field;
 
 /// The fields of an ErrorResponse or NoticeResponse body; works on a truncated body

@@ -1,5 +1,6 @@
 use super::*;
 use crate::protocol::tags::fe;
+use crate::protocol::Violation;
 use bytes::BytesMut;
 use postgres_protocol::message::backend::Message;
 use postgres_protocol::message::frontend;
