@@ -367,21 +367,8 @@ async fn a_cancel_for_a_client_draining_on_the_old_process_still_cancels() {
         "{}",
         old.log_text()
     );
-    let sleeping = tokio::spawn(async move {
-        let r = client.batch_execute("SELECT pg_sleep(30)").await;
-        (client, r)
-    });
-    tokio::task::block_in_place(|| common::wait::wait_active(pg, "pg_sleep(30)"));
     // Only the new process accepts now: the cancel reaches it, not the old one.
-    token
-        .cancel_query(tokio_postgres::NoTls)
-        .await
-        .expect("send the cancel");
-    let (client, r) = tokio::time::timeout(Duration::from_secs(10), sleeping)
-        .await
-        .expect("the cancel did not reach the query")
-        .unwrap();
-    let err = r.expect_err("pg_sleep(30) was not cancelled");
+    let (client, err) = common::clients::sleep_and_cancel(pg, client, &token, 30).await;
     assert_eq!(
         common::clients::sqlstate(&err).as_deref(),
         Some("57014"),

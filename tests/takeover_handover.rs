@@ -89,20 +89,7 @@ async fn an_idle_client_moves_with_its_settings_statements_and_cancel_key() {
     assert_eq!(clients.get(row, "addr"), Some("unix"), "{clients:#?}");
 
     // The key it got at login cancels its query on the new process.
-    let sleeping = tokio::spawn(async move {
-        let r = client.batch_execute("SELECT pg_sleep(31)").await;
-        (client, r)
-    });
-    tokio::task::block_in_place(|| common::wait::wait_active(pg, "pg_sleep(31)"));
-    token
-        .cancel_query(tokio_postgres::NoTls)
-        .await
-        .expect("send the cancel");
-    let (client, r) = tokio::time::timeout(Duration::from_secs(10), sleeping)
-        .await
-        .expect("the cancel did not reach the query")
-        .unwrap();
-    let err = r.expect_err("pg_sleep(31) was not cancelled");
+    let (client, err) = common::clients::sleep_and_cancel(pg, client, &token, 31).await;
     let db = common::clients::db_err(&err).expect("a server error");
     assert_eq!(db.code, "57014", "{err}");
     assert!(db.message.contains("user request"), "{}", db.message);

@@ -174,3 +174,28 @@ pub fn pgbench_cmd(host: &str, port: u16, user: &str, password: Option<&str>, db
     }
     cmd
 }
+
+/// Runs `SELECT pg_sleep(secs)` on `client`, cancels it with `token` once
+/// PostgreSQL shows it running, and gives back the client with the error
+/// the query ended with; panics unless the cancel ends it within 10 s.
+pub async fn sleep_and_cancel(
+    pg: &super::PgCluster,
+    client: Client,
+    token: &tokio_postgres::CancelToken,
+    secs: u32,
+) -> (Client, tokio_postgres::Error) {
+    let query = format!("SELECT pg_sleep({secs})");
+    let marker = format!("pg_sleep({secs})");
+    let sleeping = tokio::spawn(async move {
+        let r = client.batch_execute(&query).await;
+        (client, r)
+    });
+    tokio::task::block_in_place(|| super::wait::wait_active(pg, &marker));
+    token.cancel_query(NoTls).await.expect("send the cancel");
+    let (client, r) = tokio::time::timeout(std::time::Duration::from_secs(10), sleeping)
+        .await
+        .expect("the cancel did not reach the query")
+        .expect("the query task");
+    let err = r.expect_err("pg_sleep was not cancelled");
+    (client, err)
+}
