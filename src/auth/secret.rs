@@ -38,6 +38,11 @@ pub struct ScramSecret {
 }
 
 impl ScramSecret {
+    /// Whether `client_key` is this secret's (StoredKey = H(ClientKey)).
+    pub fn proves(&self, client_key: &[u8; KEY_LEN]) -> bool {
+        crypto::ct_eq(&crypto::sha256(&[client_key]), &self.stored_key)
+    }
+
     /// Parses `SCRAM-SHA-256$<iter>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>`.
     pub fn parse(text: &str) -> Result<ScramSecret, SecretError> {
         let bad = SecretError::InvalidScram;

@@ -127,7 +127,15 @@ fn restore(
             &moved.database,
         )));
     }
-    pooler.pool_in(&snapshot, &moved.database, &moved.user)?;
+    let pool = pooler.pool_in(&snapshot, &moved.database, &moved.user)?;
+    if let Some(key) = moved.lent_key().map_err(cannot)? {
+        // A SCRAM-passthrough pool logs in with the key the client's login
+        // lent the old process; without it this one could not open a
+        // backend for the client until that user logged in here.
+        if !pool.take_lent_client_key(&moved.user, snapshot.secret(&moved.user), key) {
+            tracing::warn!("the lent SCRAM key does not match this auth file's secret; not used");
+        }
+    }
     let Some(cancel_key) = pooler.cancels.adopt(moved.cancel_pid, moved.cancel_secret) else {
         return Err(cannot("its cancel key is in use here"));
     };

@@ -182,14 +182,46 @@ impl Pool {
     }
 
     /// Whether backends log in only with SCRAM keys a client's login lent
-    /// (no password or md5 hash configured): another process, which had no
-    /// such login, could not open one.
+    /// (no password or md5 hash configured).
     pub fn logs_in_with_lent_keys(&self) -> bool {
         self.inner
             .manager()
             .creds
             .read()
             .is_ok_and(|c| c.password.is_none() && c.md5_hash.is_none() && c.scram.is_some())
+    }
+
+    /// The ClientKey a login by `user` lent this pool, when its backends
+    /// log in with nothing else: a takeover's new process needs it to open
+    /// backends for that user's handed-over clients.
+    pub fn lent_client_key(&self, user: &str) -> Option<[u8; 32]> {
+        if self.key.user != user || !self.logs_in_with_lent_keys() {
+            return None;
+        }
+        match &self.inner.manager().creds.read().ok()?.scram {
+            Some(ScramCredential::Keys { keys, .. }) => Some(keys.client_key),
+            _ => None,
+        }
+    }
+
+    /// Takes a ClientKey the old process of a takeover lent for `user`,
+    /// if it proves itself against this process's secret for that user
+    /// (StoredKey = H(ClientKey)): an auth file changed in the takeover
+    /// gets no stale key. True when taken.
+    pub fn take_lent_client_key(
+        &self,
+        user: &str,
+        secret: Option<&Secret>,
+        client_key: [u8; 32],
+    ) -> bool {
+        let Some(Secret::Scram(s)) = secret else {
+            return false;
+        };
+        if self.key.user != user || !s.proves(&client_key) {
+            return false;
+        }
+        self.lend_scram_keys(ScramCredential::passthrough(s, client_key));
+        true
     }
 
     /// A secret `auth.query` found for `client_user`: an md5 hash logs

@@ -48,6 +48,10 @@ pub struct MovedClient {
     pub cancel_pid: i32,
     /// The cancel key it was shown at login: secret.
     pub cancel_secret: i32,
+    /// The ClientKey its login lent its pool (hex), when the pool logs in
+    /// to PostgreSQL with nothing else (SCRAM passthrough).
+    #[serde(default)]
+    pub lent_client_key: Option<String>,
 }
 
 /// A named prepared statement: the client's name and the Parse body after
@@ -121,6 +125,17 @@ pub type Definitions = Vec<(Vec<u8>, Vec<u8>)>;
 impl MovedClient {
     /// Checks what serde cannot, and decodes the statements: (named ones,
     /// the unnamed one).
+    /// The ClientKey its pool was lent, if one came: 32 bytes, or an error.
+    pub fn lent_key(&self) -> Result<Option<[u8; 32]>, MovedError> {
+        let Some(h) = &self.lent_client_key else {
+            return Ok(None);
+        };
+        let bytes = unhex(h).ok_or(MovedError::Hex("lent client key"))?;
+        let key = <[u8; 32]>::try_from(bytes.as_slice())
+            .map_err(|_| MovedError::Hex("lent client key"))?;
+        Ok(Some(key))
+    }
+
     pub fn check(&self) -> Result<(Definitions, Option<Vec<u8>>), MovedError> {
         if self.user.is_empty() {
             return Err(MovedError::Empty("user"));
@@ -219,7 +234,25 @@ pub(crate) mod tests {
             strings: StringsClass::Escaped,
             cancel_pid: 12,
             cancel_secret: -5,
+            lent_client_key: Some(hex(&[7u8; 32])),
         }
+    }
+
+    #[test]
+    fn a_lent_key_is_32_bytes_of_hex_or_refused() {
+        let mut c = sample();
+        assert_eq!(c.lent_key().unwrap(), Some([7u8; 32]));
+        c.lent_client_key = None;
+        assert_eq!(c.lent_key().unwrap(), None);
+        for bad in ["", "zz", &hex(&[1u8; 31]), &hex(&[1u8; 33])] {
+            c.lent_client_key = Some(bad.to_string());
+            assert!(c.lent_key().is_err(), "{bad:?}");
+        }
+        // An old process that sends no key at all still parses.
+        let mut v: serde_json::Value = serde_json::to_value(sample()).unwrap();
+        v.as_object_mut().unwrap().remove("lent_client_key");
+        let back: MovedClient = serde_json::from_value(v).unwrap();
+        assert_eq!(back.lent_key().unwrap(), None);
     }
 
     #[test]

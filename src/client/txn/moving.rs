@@ -71,16 +71,18 @@ impl Between<'_, '_> {
         let Some(fd) = stream.plain_fd().filter(|_| movable) else {
             return false;
         };
-        if self.pool.logs_in_with_lent_keys() {
-            // The new process could not open a backend for it: the SCRAM
-            // keys its pool logs in with came from a login on this process.
+        let lent = self.pool.lent_client_key(who.user);
+        if lent.is_none() && self.pool.logs_in_with_lent_keys() {
+            // The keys its pool logs in with came from another user's
+            // login: the new process could not open a backend for it.
             self.stays = true;
             tracing::info!(
-                "client stays on this process: its pool logs in with keys its login lent"
+                "client stays on this process: its pool logs in with keys another login lent"
             );
             return false;
         }
-        let moved = self.moved(who);
+        let mut moved = self.moved(who);
+        moved.lent_client_key = lent.map(|k| hex(&k));
         match self.pooler.handoff.send(moved, fd).await {
             Ok(()) => {
                 if let Some(m) = self.meter.as_mut() {
@@ -142,6 +144,7 @@ impl Between<'_, '_> {
             },
             cancel_pid: self.cancel_key.pid,
             cancel_secret: self.cancel_key.secret,
+            lent_client_key: None,
         }
     }
 }
