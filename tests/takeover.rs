@@ -82,17 +82,6 @@ fn wait_logins(p: &Pooler, n: usize) {
 }
 
 /// Asserts the old process exits within `timeout`, and cleanly.
-fn assert_exits(old: &mut Pooler, timeout: Duration) {
-    let status = old
-        .wait_exit(timeout)
-        .unwrap_or_else(|| panic!("the old process is still running; log:\n{}", old.log_text()));
-    assert!(
-        status.success(),
-        "old exited {status}; log:\n{}",
-        old.log_text()
-    );
-}
-
 #[test]
 fn pgbench_connect_per_transaction_across_a_takeover_fails_nothing() {
     let pg = PgCluster::shared();
@@ -107,7 +96,7 @@ fn pgbench_connect_per_transaction_across_a_takeover_fails_nothing() {
     let new = old.take_over(&[]).expect("takeover");
     wait_logins(&new, 20);
     let stdout = assert_pgbench_clean(bench, "pgbench -C across a takeover");
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     assert!(
         stdout.contains("number of failed transactions: 0 "),
         "{stdout}"
@@ -137,7 +126,7 @@ fn persistent_transaction_mode_pgbench_across_a_takeover_fails_nothing() {
     assert!(new.wait_for_log(LOGGED_IN, 1, Duration::from_secs(5)));
     assert_pgbench_clean(bench, "pgbench -c 8 across a takeover");
     // pgbench's clients ended with its run: the old process has drained.
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     drop(new);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -184,7 +173,7 @@ async fn a_session_client_stays_on_the_old_process_until_it_leaves() {
     old.assert_alive();
     tokio::task::block_in_place(|| connect_and_query(&new, Transport::Unix));
     drop(client);
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     drop(new);
 }
 
@@ -223,7 +212,7 @@ async fn a_tls_client_drains_on_the_old_process() {
         new.log_text()
     );
     drop(client);
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     second.batch_execute("SELECT 1").await.unwrap();
     drop(second);
     drop(new);
@@ -234,7 +223,7 @@ fn takeover_with_nothing_running_fails_with_a_clear_message() {
     let pg = PgCluster::shared();
     let mut old = Pooler::start(pg, PoolerOpts::transaction(1));
     old.signal(libc::SIGTERM);
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     assert!(
         !control_path(&old).exists(),
         "control socket file left behind"
@@ -304,7 +293,7 @@ fn malformed_control_messages_leave_the_running_process_serving() {
     connect_and_query(&old, Transport::Unix);
     // The control socket still works for a real takeover.
     let new = old.take_over(&[]).expect("takeover after malformed input");
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     connect_and_query(&new, Transport::Tcp);
     drop(new);
 }
@@ -336,7 +325,7 @@ fn the_pidfile_and_the_metrics_endpoint_follow_the_takeover() {
     let names_new =
         || std::fs::read_to_string(&pidfile).is_ok_and(|t| t.trim() == new.pid().to_string());
     assert!(common::wait::wait_until(Duration::from_secs(5), names_new));
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     assert!(
         names_new(),
         "the old process removed or rewrote the pidfile"
@@ -376,7 +365,7 @@ async fn a_cancel_for_a_client_draining_on_the_old_process_still_cancels() {
     );
     client.batch_execute("SELECT 1").await.unwrap();
     drop(client);
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     drop(new);
 }
 
@@ -398,5 +387,5 @@ fn a_new_process_that_vanishes_after_taking_over_does_not_hang_the_old_one() {
         .unwrap();
     drop(s);
     // It has handed over and stops, whether or not the goodbye got through.
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
 }

@@ -26,17 +26,6 @@ const TAKEN: &str = "client taken over from the old process";
 /// clients over would still be running when the test looks.
 const LONG_DRAIN: &str = "60s";
 
-fn assert_exits(old: &mut Pooler, timeout: Duration) {
-    let status = old
-        .wait_exit(timeout)
-        .unwrap_or_else(|| panic!("the old process is still running; log:\n{}", old.log_text()));
-    assert!(
-        status.success(),
-        "old exited {status}; log:\n{}",
-        old.log_text()
-    );
-}
-
 async fn show_one(client: &tokio_postgres::Client, name: &str) -> String {
     let row = client
         .query_one(&format!("SHOW {name}"), &[])
@@ -70,7 +59,7 @@ async fn an_idle_client_moves_with_its_settings_statements_and_cancel_key() {
     assert_eq!(show_one(&client, "statement_timeout").await, "20s");
 
     let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     assert!(old.log_text().contains(HANDED), "{}", old.log_text());
     assert!(
         new.wait_for_log(TAKEN, 1, Duration::from_secs(5)),
@@ -130,7 +119,7 @@ fn persistent_pgbench_moves_to_the_new_process_and_fails_nothing() {
     );
     let new = old.take_over(&[]).expect("takeover");
     // Moved, not drained: gone while pgbench still runs.
-    assert_exits(&mut old, Duration::from_secs(6));
+    old.assert_exits(Duration::from_secs(6));
     assert!(
         bench.try_wait().expect("pgbench status").is_none(),
         "pgbench ended before the old process did; nothing proves the clients moved"
@@ -208,7 +197,7 @@ async fn tls_and_pinned_clients_drain_on_the_old_process() {
     tls.batch_execute("SELECT 1").await.unwrap();
     old.assert_alive();
     drop(tls);
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     drop(new);
 }
 
@@ -229,7 +218,7 @@ fn a_client_the_new_config_would_pool_per_session_gets_a_clear_fatal() {
     assert_ne!(config, session, "no pool mode line in\n{config}");
     std::fs::write(old.config_path(), session).expect("write config");
     let new = old.take_over(&[]).expect("takeover");
-    assert_exits(&mut old, Duration::from_secs(10));
+    old.assert_exits(Duration::from_secs(10));
     // Idle, it hears why at once from the new process, which then closes.
     let reply = raw.read_msg(Duration::from_secs(10));
     let err = reply.error().unwrap_or_else(|| panic!("{reply:?}"));
@@ -301,7 +290,7 @@ async fn a_version_1_successor_gets_the_sockets_and_the_clients_drain() {
     old.assert_alive();
     assert!(!old.log_text().contains(HANDED), "{}", old.log_text());
     drop(client);
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -325,7 +314,7 @@ async fn a_client_whose_pool_logs_in_with_its_lent_scram_keys_moves_with_the_key
         .unwrap()
         .get(0);
     let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
-    tokio::task::block_in_place(|| assert_exits(&mut old, Duration::from_secs(10)));
+    tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     assert!(old.log_text().contains(HANDED), "{}", old.log_text());
     // The old process's backends are gone with it: this query runs on a
     // backend the new process opened with the lent key.

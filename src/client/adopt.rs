@@ -26,7 +26,7 @@ use crate::takeover::moved::MovedClient;
 /// Serves one handed-over client to the end.
 pub async fn adopt(pooler: Arc<Pooler>, moved: MovedClient, fd: OwnedFd) {
     let id = pooler.next_client_id();
-    let transport = moving::transport(moved.transport);
+    let transport = moved.transport;
     let span = tracing::info_span!(
         "client",
         id,
@@ -162,12 +162,12 @@ fn restore(
         user: moved.user,
         database: moved.database,
         transport,
-        auth: moving::auth_kind(moved.auth),
+        auth: moved.auth,
         client_id: id,
         carried: Some(Box::new(Carried {
             session: moved.session,
             statements,
-            strings: moving::strings(moved.strings),
+            strings: moved.strings,
         })),
     })
 }

@@ -4,7 +4,11 @@
 use std::fmt;
 
 /// How a client reached the pooler; decides which TLS policy applies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+// The names as a takeover sends them.
+#[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// A Unix-domain socket: the file system already protects it.
     Unix,

@@ -15,7 +15,11 @@ pub enum Side {
 
 /// How a client proved who it is: what a login cost depends on it as much
 /// as on the transport (peer costs no cryptography, SCRAM a PBKDF2 check).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+// The names as a takeover sends them.
+#[serde(rename_all = "kebab-case")]
 pub enum AuthKind {
     /// No proof asked.
     Trust,

@@ -8,6 +8,9 @@
 //! [`MovedClient::check`] refuses what the decoder accepts but no old
 //! process sends (a frame is trusted no further than it is checked).
 
+use crate::listener::Transport;
+use crate::protocol::sql::Strings;
+use crate::stats::AuthKind;
 use serde::{Deserialize, Serialize};
 
 /// One handed-over client.
@@ -21,7 +24,7 @@ pub struct MovedClient {
     /// Database it asked for.
     pub database: String,
     /// How it reached the pooler.
-    pub transport: Via,
+    pub transport: Transport,
     /// Peer address or socket path, for SHOW CLIENTS.
     pub peer: String,
     /// The `application_name` of its startup packet.
@@ -29,7 +32,7 @@ pub struct MovedClient {
     /// When it logged in, in ms since the Unix epoch.
     pub connected_at_ms: u64,
     /// How it authenticated (its statistics class).
-    pub auth: AuthClass,
+    pub auth: AuthKind,
     /// Statement pooling (else transaction pooling) on the old process.
     pub statement_mode: bool,
     /// The parameters it was shown and follows (ParameterStatus), in order.
@@ -43,7 +46,7 @@ pub struct MovedClient {
     /// Its unnamed statement's definition (hex), if one is kept.
     pub unnamed: Option<String>,
     /// How its lexer reads backslashes (standard_conforming_strings).
-    pub strings: StringsClass,
+    pub strings: Strings,
     /// The cancel key it was shown at login: process id.
     pub cancel_pid: i32,
     /// The cancel key it was shown at login: secret.
@@ -64,42 +67,6 @@ pub struct MovedStatement {
     pub name: String,
     /// The definition (hex).
     pub definition: String,
-}
-
-/// How the client reached the pooler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Via {
-    /// The Unix socket.
-    Unix,
-    /// TCP from a loopback address.
-    LoopbackTcp,
-    /// TCP from elsewhere.
-    RemoteTcp,
-}
-
-/// How the client authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
-pub enum AuthClass {
-    Trust,
-    Peer,
-    Password,
-    Md5,
-    Scram,
-    ScramPlus,
-    Cert,
-}
-
-/// standard_conforming_strings as the client's lexer knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-#[allow(missing_docs)]
-pub enum StringsClass {
-    Standard,
-    Escaped,
-    Unknown,
 }
 
 /// A handed-over client that cannot be taken as it is.
@@ -217,11 +184,11 @@ pub(crate) mod tests {
             old_id: 7,
             user: "u".into(),
             database: "db".into(),
-            transport: Via::Unix,
+            transport: Transport::Unix,
             peer: "/tmp/.s.PGSQL.6432".into(),
             application_name: Some("app".into()),
             connected_at_ms: 1,
-            auth: AuthClass::ScramPlus,
+            auth: AuthKind::ScramPlus,
             statement_mode: false,
             params: vec![("search_path".into(), "a, b".into())],
             startup: vec![("statement_timeout".into(), "5s".into())],
@@ -231,7 +198,7 @@ pub(crate) mod tests {
                 definition: hex(b"SELECT $1\0\0\x01\0\0\0\x17"),
             }],
             unnamed: Some(hex(b"SELECT 1\0\0\0")),
-            strings: StringsClass::Escaped,
+            strings: Strings::Escaped,
             cancel_pid: 12,
             cancel_secret: -5,
             lent_client_key: Some(hex(&[7u8; 32])),

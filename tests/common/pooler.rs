@@ -631,6 +631,19 @@ impl Pooler {
         wait_child(self.child.as_mut().expect("pooler child"), timeout)
     }
 
+    /// Asserts the process exits cleanly within `timeout` (an old process
+    /// after a takeover), showing its log otherwise.
+    pub fn assert_exits(&mut self, timeout: Duration) {
+        let status = self
+            .wait_exit(timeout)
+            .unwrap_or_else(|| panic!("the process is still running; log:\n{}", self.log_text()));
+        assert!(
+            status.success(),
+            "it exited {status}; log:\n{}",
+            self.log_text()
+        );
+    }
+
     /// Runs `pgharbor check --config <file>` on `config_text` (written, with
     /// an empty userlist.txt beside it, into a temp dir); returns the exit
     /// code (-1 when killed by a signal) and stderr.

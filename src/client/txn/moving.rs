@@ -17,7 +17,7 @@ use crate::protocol::sql::Strings;
 use crate::protocol::FrameBuf;
 use crate::stats::AuthKind;
 use crate::stream::Stream;
-use crate::takeover::moved::{hex, AuthClass, MovedClient, MovedStatement, StringsClass, Via};
+use crate::takeover::moved::{hex, MovedClient, MovedStatement};
 use crate::takeover::Outbox;
 
 /// What a handed-over client brings besides what a login gives a session.
@@ -115,11 +115,11 @@ impl Between<'_, '_> {
             old_id: self.client_id,
             user: who.user.to_string(),
             database: self.database.to_string(),
-            transport: via(who.transport),
+            transport: who.transport,
             peer: info.as_ref().map(|i| i.peer.clone()).unwrap_or_default(),
             application_name: info.and_then(|i| i.application_name),
             connected_at_ms: since_epoch.as_millis() as u64,
-            auth: auth_class(who.auth),
+            auth: who.auth,
             statement_mode: self.statement_mode,
             params: self
                 .params
@@ -137,11 +137,7 @@ impl Between<'_, '_> {
                 })
                 .collect(),
             unnamed: self.statements.unnamed().map(hex),
-            strings: match self.strings {
-                Strings::Standard => StringsClass::Standard,
-                Strings::Escaped => StringsClass::Escaped,
-                Strings::Unknown => StringsClass::Unknown,
-            },
+            strings: self.strings,
             cancel_pid: self.cancel_key.pid,
             cancel_secret: self.cancel_key.secret,
             lent_client_key: None,
@@ -161,55 +157,4 @@ pub(crate) fn param_set(pairs: &[(String, String)]) -> ParamSet {
 /// When a handed-over client logged in.
 pub(crate) fn connected_at(ms: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_millis(ms)
-}
-
-/// The lexer state a handed-over client had.
-pub(crate) fn strings(s: StringsClass) -> Strings {
-    match s {
-        StringsClass::Standard => Strings::Standard,
-        StringsClass::Escaped => Strings::Escaped,
-        StringsClass::Unknown => Strings::Unknown,
-    }
-}
-
-fn via(t: Transport) -> Via {
-    match t {
-        Transport::Unix => Via::Unix,
-        Transport::LoopbackTcp => Via::LoopbackTcp,
-        Transport::RemoteTcp => Via::RemoteTcp,
-    }
-}
-
-/// How a handed-over client reached the pooler.
-pub(crate) fn transport(v: Via) -> Transport {
-    match v {
-        Via::Unix => Transport::Unix,
-        Via::LoopbackTcp => Transport::LoopbackTcp,
-        Via::RemoteTcp => Transport::RemoteTcp,
-    }
-}
-
-fn auth_class(a: AuthKind) -> AuthClass {
-    match a {
-        AuthKind::Trust => AuthClass::Trust,
-        AuthKind::Peer => AuthClass::Peer,
-        AuthKind::Password => AuthClass::Password,
-        AuthKind::Md5 => AuthClass::Md5,
-        AuthKind::Scram => AuthClass::Scram,
-        AuthKind::ScramPlus => AuthClass::ScramPlus,
-        AuthKind::Cert => AuthClass::Cert,
-    }
-}
-
-/// How a handed-over client authenticated.
-pub(crate) fn auth_kind(a: AuthClass) -> AuthKind {
-    match a {
-        AuthClass::Trust => AuthKind::Trust,
-        AuthClass::Peer => AuthKind::Peer,
-        AuthClass::Password => AuthKind::Password,
-        AuthClass::Md5 => AuthKind::Md5,
-        AuthClass::Scram => AuthKind::Scram,
-        AuthClass::ScramPlus => AuthKind::ScramPlus,
-        AuthClass::Cert => AuthKind::Cert,
-    }
 }

@@ -100,7 +100,9 @@ pub struct SessionEffects {
 }
 
 /// How PostgreSQL reads a backslash in `'...'` for the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+// The names as a takeover sends them.
+#[serde(rename_all = "kebab-case")]
 pub enum Strings {
     /// standard_conforming_strings on (the default): an ordinary character.
     #[default]
