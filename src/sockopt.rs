@@ -6,13 +6,11 @@
 
 use std::io;
 
-use socket2::{SockRef, TcpKeepalive};
-use tokio::net::TcpStream;
-
 use crate::config::{Keepalive, TcpOptions};
+use socket2::{SockRef, TcpKeepalive};
 
 /// Sets `opts` on `sock`; options left at `None` keep the system default.
-pub fn apply(sock: &TcpStream, opts: &TcpOptions) -> io::Result<()> {
+pub fn apply(sock: &impl std::os::fd::AsFd, opts: &TcpOptions) -> io::Result<()> {
     let s = SockRef::from(sock);
     match opts.keepalive {
         Keepalive::Off => s.set_keepalive(false)?,
@@ -46,7 +44,7 @@ mod tests {
     #[tokio::test]
     async fn the_kernel_reports_what_was_set() -> io::Result<()> {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let sock = TcpStream::connect(listener.local_addr()?).await?;
+        let sock = tokio::net::TcpStream::connect(listener.local_addr()?).await?;
         let opts = TcpOptions {
             keepalive: Keepalive::On,
             keepalive_idle: Some(Duration::from_secs(31)),

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::clients::psql_cmd;
 use common::ext::query;
-use common::wait::{wait_active, wait_for_async, WAIT};
+use common::wait::{wait_active, wait_for_async, wait_until, WAIT};
 use common::wire::{send_cancel, Session};
 use common::{
     connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB,
@@ -348,4 +348,66 @@ fn application_name_follows_each_client_on_a_reused_backend() {
         assert_eq!(shown.scalar().as_deref(), Some("first_app"), "{shown:?}");
         again.terminate();
     }
+}
+
+/// A client that logs in and leaves without a query costs its backend
+/// nothing: no SET for its application_name, no reset (PgBouncer never
+/// links such a client at all); and the next clients still see exactly
+/// what a direct login shows.
+#[test]
+fn a_client_that_sends_nothing_leaves_its_backend_untouched() {
+    let pg = PgCluster::shared();
+    let pooler = one_backend(pg);
+    let ep = pooler.endpoint(Transport::Unix);
+    let (mut first, _) = raw_login(&ep, &[("application_name", "busy_app")]);
+    let pid = backend_pid(&mut first);
+    first.terminate();
+    let last_query = |pid: i32| {
+        pg.psql_ok(
+            TEST_DB,
+            &format!(
+                "SELECT query || ' at ' || query_start FROM pg_stat_activity WHERE pid = {pid}"
+            ),
+        )
+    };
+    // The reset after the first client is the backend's last statement.
+    let mut after_reset = String::new();
+    assert!(
+        wait_until(WAIT, || {
+            after_reset = last_query(pid);
+            after_reset.starts_with("DISCARD ALL")
+        }),
+        "no reset after a client that ran a query: {after_reset}"
+    );
+
+    let (mut quiet, s) = raw_login(&ep, &[("application_name", "quiet_app")]);
+    assert_eq!(
+        s.params.get("application_name").map(String::as_str),
+        Some("quiet_app")
+    );
+    quiet.terminate();
+    let (mut plain, s) = raw_login(&ep, &[]);
+    assert_eq!(
+        s.params.get("application_name").map(String::as_str),
+        Some("")
+    );
+    // Logged in, before its first query: nothing ran since the reset.
+    assert_eq!(
+        last_query(pid),
+        after_reset,
+        "the quiet client cost the server a statement"
+    );
+    assert_eq!(
+        backend_pid(&mut plain),
+        pid,
+        "pool_size 1: the same backend"
+    );
+    let shown = plain.query("SHOW application_name");
+    assert_eq!(shown.scalar().as_deref(), Some(""), "{shown:?}");
+    plain.terminate();
+
+    let (mut named, _) = raw_login(&ep, &[("application_name", "quiet_app")]);
+    let shown = named.query("SHOW application_name");
+    assert_eq!(shown.scalar().as_deref(), Some("quiet_app"), "{shown:?}");
+    named.terminate();
 }

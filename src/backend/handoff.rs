@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
+use super::ledger::Usage;
 use super::owed::CopyDir;
 use super::{Link, TxStatus};
 
@@ -119,6 +120,13 @@ impl Link {
         match (l.tx(), how) {
             (TxStatus::Idle, Departure::BetweenTransactions) => HandOff::Reuse,
             (TxStatus::Idle, Departure::SessionOver { keeps_state: false }) => HandOff::Reuse,
+            // A client that sent nothing left the session as the login
+            // made it: PgBouncer never links such a client at all.
+            (TxStatus::Idle, Departure::SessionOver { keeps_state: true })
+                if l.usage() == Usage::Clean =>
+            {
+                HandOff::Reuse
+            }
             _ => HandOff::Reset,
         }
     }

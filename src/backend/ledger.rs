@@ -30,6 +30,18 @@ pub struct Ledger {
     sent_partial: bool,
     /// Why the connection cannot be trusted any more, once it cannot.
     broken: Option<String>,
+    /// Whether anything reached the server since its login or last reset.
+    usage: Usage,
+}
+
+/// Whether a backend's session may differ from a fresh one's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// Nothing was sent since the login or the last reset: the session is
+    /// as the login left it, so a reset would change nothing.
+    Clean,
+    /// Some message was sent (by a client or the pooler).
+    Used,
 }
 
 impl Ledger {
@@ -44,6 +56,7 @@ impl Ledger {
             unnamed: None,
             sent_partial: false,
             broken: None,
+            usage: Usage::Clean,
         }
     }
 
@@ -62,6 +75,7 @@ impl Ledger {
             // A simple Query drops the unnamed statement (exec_simple_query).
             self.unnamed = None;
         }
+        self.usage = Usage::Used;
         self.owed.push(e, fixes);
         if !fixes.is_empty() {
             self.apply(fixes);
@@ -70,6 +84,7 @@ impl Ledger {
 
     /// Notes a Flush sent.
     pub fn flushed(&mut self) {
+        self.usage = Usage::Used;
         self.owed.flushed();
     }
 
@@ -172,6 +187,9 @@ impl Ledger {
 
     /// Records whether the last client message was only partly sent.
     pub fn set_sent_partial(&mut self, partial: bool) {
+        if partial {
+            self.usage = Usage::Used;
+        }
         self.sent_partial = partial;
     }
 
@@ -195,6 +213,7 @@ impl Ledger {
     /// The reset query ran: what the pooler SET is gone, and prepared
     /// statements too if the query drops them.
     pub(super) fn after_reset(&mut self, reset_query: &str) {
+        self.usage = Usage::Clean;
         self.applied.clear();
         self.unnamed = None;
         if crate::protocol::sql::classify(
@@ -206,6 +225,22 @@ impl Ledger {
         {
             self.prepared.clear();
         }
+    }
+
+    /// Forgets what the pooler's statements queued but never sent were to
+    /// earn, when nothing else is owed; `usage` is what it was before them.
+    /// False (and nothing changed) when anything else is owed.
+    pub(super) fn withdraw_injected(&mut self, usage: Usage) -> bool {
+        if !self.owed.withdraw_injected() {
+            return false;
+        }
+        self.usage = usage;
+        true
+    }
+
+    /// Whether anything reached the server since its login or last reset.
+    pub fn usage(&self) -> Usage {
+        self.usage
     }
 
     /// The COPY in progress, if any.

@@ -31,7 +31,7 @@ use crate::listener::Transport;
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
 use crate::stats::{BackendConnect, Class};
-use crate::stream::Stream;
+use crate::stream::{Socket, Stream};
 
 pub use cancel::{request_and_wait_close, send_cancel, CANCEL_CONFIRM_LIMIT};
 pub use error::{BackendError, PoolerStatement, ServerError};
@@ -106,10 +106,11 @@ impl BackendTarget {
                 s.set_nodelay(true)?;
                 // As libpq: before the first byte, so even the login is covered.
                 crate::sockopt::apply(&s, &self.tcp)?;
-                Ok(Stream::Tcp(s))
+                Ok(Stream::Tcp(Socket::from_tcp(s)?))
             }
             BackendHost::Unix(_) => {
-                Ok(Stream::Unix(UnixStream::connect(self.socket_path()).await?))
+                let s = UnixStream::connect(self.socket_path()).await?;
+                Ok(Stream::Unix(Socket::from_unix(s)?))
             }
         }
     }
@@ -199,6 +200,9 @@ pub struct Link {
     status: Arc<LinkStatus>,
     /// Statements the pooler queued to go out ahead of the next client bytes.
     queued: BytesMut,
+    /// When `queued` holds only settings the client may never need, what
+    /// taking them back restores.
+    withdrawable: Option<session::Withdrawable>,
     /// The startup packet carried a client's application_name (a pool hint),
     /// so a client that sends none must be given `''` explicitly.
     hinted_app_name: bool,
@@ -227,7 +231,10 @@ impl Link {
     fn new(stream: Stream, cancel: CancelTarget, id: u64) -> Link {
         let transport = match &stream {
             Stream::Tcp(s) => s
+                .sock_ref()
                 .peer_addr()
+                .ok()
+                .and_then(|a| a.as_socket())
                 .map_or(cancel.target.transport(), |a| Transport::for_tcp_peer(&a)),
             _ => cancel.target.transport(),
         };
@@ -242,6 +249,7 @@ impl Link {
             opened_at: Instant::now(),
             timings: BackendTimings::default(),
             queued: BytesMut::new(),
+            withdrawable: None,
             hinted_app_name: false,
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             login_role: ServerRole::UNKNOWN,

@@ -33,12 +33,27 @@ pub fn parse_error_fields(body: &[u8]) -> ServerError {
     }
 }
 
+/// What settings queued ahead of the server's report changed in the ledger,
+/// to restore if they are taken back unsent.
+#[derive(Debug)]
+pub(super) struct Withdrawable {
+    /// Each parameter's value before.
+    before: Vec<(String, String)>,
+    /// The backend's usage before.
+    usage: crate::backend::ledger::Usage,
+}
+
 impl Link {
     /// Queues simple-protocol statements to go out in front of the next
     /// bytes written to the server (the relay sends them with the client's
     /// first message, in one write); their replies are accounted as the
     /// pooler's and never reach a client.
     pub fn queue_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
+        self.withdrawable = None;
+        self.push_queries(queries)
+    }
+
+    fn push_queries(&mut self, queries: &[&str]) -> Result<(), BackendError> {
         let mut fixes = Vec::new();
         for q in queries {
             postgres_protocol::message::frontend::query(q, &mut self.queued)
@@ -51,8 +66,47 @@ impl Link {
         Ok(())
     }
 
+    /// Queues `sql`, which sets the parameters `set` says and whose outcome
+    /// is certain, and records them in the ledger ahead of the server's
+    /// report, as [`Link::queue_queries`] would; but if the client leaves
+    /// before sending anything, [`Link::withdraw_unsent`] takes them back
+    /// unsent, so a login that ran nothing costs the server nothing.
+    pub fn queue_settings(&mut self, sql: &str, set: &[(&str, &str)]) -> Result<(), BackendError> {
+        let first = self.queued.is_empty();
+        let usage = self.ledger.usage();
+        let before: Option<Vec<(String, String)>> = set
+            .iter()
+            .map(|(name, _)| Some((name.to_string(), self.param(name)?.to_string())))
+            .collect();
+        self.push_queries(&[sql])?;
+        for (name, value) in set {
+            self.ledger.params_mut().set(name, value);
+        }
+        self.withdrawable = match before {
+            Some(before) if first => Some(Withdrawable { before, usage }),
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// Takes back settings [`Link::queue_settings`] queued that never went
+    /// out: the queue, their expected replies and their ledger values.
+    pub(super) fn withdraw_unsent(&mut self) {
+        let Some(w) = self.withdrawable.take() else {
+            return;
+        };
+        if self.queued.is_empty() || !self.ledger.withdraw_injected(w.usage) {
+            return;
+        }
+        self.queued.clear();
+        for (name, value) in &w.before {
+            self.ledger.params_mut().set(name, value);
+        }
+    }
+
     /// Writes whatever the pooler queued.
     pub(super) async fn write_queued(&mut self) -> Result<(), BackendError> {
+        self.withdrawable = None;
         if self.queued.is_empty() {
             return Ok(());
         }
@@ -214,6 +268,7 @@ impl Link {
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + drain_timeout;
         let mut how = how;
+        self.withdraw_unsent();
         loop {
             match self.hand_off(how) {
                 HandOff::Reuse => return Ok(()),

@@ -20,7 +20,7 @@ use crate::listener::Transport;
 use crate::pooler::Pooler;
 use crate::protocol::{FrameBuf, PgError, MAX_STARTUP_PACKET};
 use crate::registry::{ClientInfo, ClientState};
-use crate::stream::Stream;
+use crate::stream::{Socket, Stream};
 use crate::takeover::moved::MovedClient;
 
 /// Serves one handed-over client to the end.
@@ -66,12 +66,12 @@ fn socket(fd: OwnedFd, transport: Transport) -> std::io::Result<Stream> {
         let s = std::os::unix::net::UnixStream::from(fd);
         s.local_addr()?;
         s.set_nonblocking(true)?;
-        Ok(Stream::Unix(tokio::net::UnixStream::from_std(s)?))
+        Ok(Stream::Unix(Socket::new(OwnedFd::from(s))?))
     } else {
         let s = std::net::TcpStream::from(fd);
         s.peer_addr()?;
         s.set_nonblocking(true)?;
-        Ok(Stream::Tcp(tokio::net::TcpStream::from_std(s)?))
+        Ok(Stream::Tcp(Socket::new(OwnedFd::from(s))?))
     }
 }
 

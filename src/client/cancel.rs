@@ -16,7 +16,7 @@ use crate::backend::{request_and_wait_close, send_cancel, CANCEL_CONFIRM_LIMIT};
 use crate::config::{BackendHost, InstanceId, Peer};
 use crate::pooler::Pooler;
 use crate::registry::fleet::Route;
-use crate::stream::Stream;
+use crate::stream::{Socket, Stream};
 
 /// How long a peer may take to close a forwarded cancel's connection: its
 /// own wait for PostgreSQL, and a little more.
@@ -79,12 +79,13 @@ async fn forward_to_peer(to: InstanceId, peer: &Peer, pid: i32, secret: i32) {
     let connect = async {
         Ok::<_, io::Error>(match &peer.host.host {
             BackendHost::Tcp(host) => {
-                Stream::Tcp(TcpStream::connect((host.as_str(), peer.host.port)).await?)
+                let s = TcpStream::connect((host.as_str(), peer.host.port)).await?;
+                Stream::Tcp(Socket::from_tcp(s)?)
             }
             // Invariant: a Unix host always has a socket path.
             BackendHost::Unix(_) => {
                 let path = peer.host.socket_path().unwrap_or_default();
-                Stream::Unix(UnixStream::connect(path).await?)
+                Stream::Unix(Socket::from_unix(UnixStream::connect(path).await?)?)
             }
         })
     };

@@ -4,10 +4,9 @@
 //! here.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
 
 use bytes::BytesMut;
-use tokio::io::{AsyncWriteExt, Interest};
+use tokio::io::AsyncWriteExt;
 
 use super::error::ClientError;
 use super::LoginTimings;
@@ -171,39 +170,19 @@ async fn direct_tls(
 /// The first byte the client sent, left on the socket for whoever reads
 /// next (the TLS handshake or the startup packet reader).
 async fn first_byte(stream: &Stream) -> Result<u8, ClientError> {
-    let peeked = loop {
-        let r = match stream {
-            Stream::Tcp(s) => match s.readable().await {
-                Ok(()) => s.try_io(Interest::READABLE, || peek(s.as_raw_fd())),
-                Err(e) => Err(e),
-            },
-            Stream::Unix(s) => match s.readable().await {
-                Ok(()) => s.try_io(Interest::READABLE, || peek(s.as_raw_fd())),
-                Err(e) => Err(e),
-            },
-            // Negotiation starts on the accepted socket itself.
-            Stream::Tls(_) | Stream::Detached(_) => Err(io::ErrorKind::NotConnected.into()),
-        };
-        match r {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            other => break other?,
+    let mut byte = [0u8; 1];
+    let n = match stream {
+        Stream::Tcp(s) | Stream::Unix(s) => s.peek(&mut byte).await?,
+        // Negotiation starts on the accepted socket itself.
+        Stream::Tls(_) | Stream::Detached(_) => {
+            return Err(io::Error::from(io::ErrorKind::NotConnected).into())
         }
     };
     // As PostgreSQL: a peer that sends nothing at all is not worth a log line.
-    peeked.ok_or(ClientError::Gone)
-}
-
-/// One byte of `fd`'s receive queue, not taken off it; None at EOF.
-fn peek(fd: RawFd) -> io::Result<Option<u8>> {
-    let mut byte = [0u8; 1];
-    // SAFETY: recv writes at most 1 byte into `byte`, which outlives the
-    // call; `fd` is a socket its Stream keeps open for the whole call.
-    let n = unsafe { libc::recv(fd, byte.as_mut_ptr().cast(), 1, libc::MSG_PEEK) };
-    match n {
-        n if n < 0 => Err(io::Error::last_os_error()),
-        0 => Ok(None),
-        _ => Ok(Some(byte[0])),
+    if n == 0 {
+        return Err(ClientError::Gone);
     }
+    Ok(byte[0])
 }
 
 /// The reason to log for a direct TLS client where TLS is off (no

@@ -123,10 +123,12 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
         push_set_config(sql, name, value);
     }
     if !pipelined_sql.is_empty() {
-        backend.queue_queries(&[&pipelined_sql])?;
-        for (name, value) in wanted.iter().filter(|(n, v)| predictable(n, v)) {
-            backend.ledger().params_mut().set(name, value);
-        }
+        let set: Vec<(&str, &str)> = wanted
+            .iter()
+            .filter(|(n, v)| predictable(n, v))
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        backend.queue_settings(&pipelined_sql, &set)?;
     }
     if sync_sql.is_empty() {
         return Ok(());

@@ -17,10 +17,12 @@ use crate::config::{Config, TcpOptions};
 use crate::service::activation::Inherited;
 use crate::stream::Stream;
 
+mod accept;
 mod handover;
 pub mod proxy;
 mod transport;
 
+use accept::Listening;
 pub use handover::Handover;
 pub use transport::Transport;
 
@@ -192,15 +194,27 @@ impl Listeners {
     pub async fn serve(mut self, stop: CancellationToken, server: Arc<dyn Serve>) {
         let mut accepting = tokio::task::JoinSet::new();
         for l in self.tcp.drain(..) {
-            if let Ok(a) = l.local_addr() {
+            let l = match l.into_std().and_then(|l| Listening::new(l.into())) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot accept on a TCP listener");
+                    continue;
+                }
+            };
+            if let Some(a) = l.local_tcp_addr() {
                 tracing::info!(address = %a, "listening on TCP");
             }
             accepting.spawn(accept_tcp(l, server.clone()));
         }
         if let Some((l, path)) = self.unix.take() {
-            tracing::info!(path = %path.display(), "listening on Unix socket");
             self.unix_path = Some(path.clone());
-            accepting.spawn(accept_unix(l, path, server.clone()));
+            match l.into_std().and_then(|l| Listening::new(l.into())) {
+                Ok(l) => {
+                    tracing::info!(path = %path.display(), "listening on Unix socket");
+                    accepting.spawn(accept_unix(l, path, server.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "cannot accept on the Unix socket"),
+            }
         }
         stop.cancelled().await;
         accepting.shutdown().await;
@@ -262,11 +276,14 @@ async fn bind_unix(path: &Path, mode: u32) -> Result<UnixListener, ListenError> 
     Ok(l)
 }
 
-async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>) {
+async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
     loop {
         match l.accept().await {
             Ok((sock, peer)) => {
-                let _ = sock.set_nodelay(true);
+                let Some(peer) = peer.as_socket() else {
+                    continue;
+                };
+                let _ = sock.sock_ref().set_nodelay(true);
                 if let Err(e) = crate::sockopt::apply(&sock, &server.tcp_options()) {
                     tracing::warn!(peer = %peer, error = %e, "cannot set TCP keepalive options");
                 }
@@ -285,7 +302,7 @@ async fn accept_tcp(l: TcpListener, server: Arc<dyn Serve>) {
     }
 }
 
-async fn accept_unix(l: UnixListener, path: PathBuf, server: Arc<dyn Serve>) {
+async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
     loop {
         match l.accept().await {
             Ok((sock, _)) => {

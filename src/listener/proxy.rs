@@ -18,9 +18,9 @@ use std::io;
 use std::net::IpAddr;
 use std::time::Duration;
 
+use crate::stream::Socket;
 use ipnet::IpNet;
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 
 use super::{ConnContext, Transport};
 use crate::protocol::proxy::{self, Header, Malformed, Origin, Scan};
@@ -74,7 +74,7 @@ pub async fn admit(
 /// Takes exactly one header off `sock`. Each round peeks at what has
 /// arrived and takes only bytes [`proxy::scan`] says are the header's, so a
 /// header split across segments is waited for, never overrun.
-async fn read_header(sock: &mut TcpStream) -> Result<Header, ProxyError> {
+async fn read_header(sock: &mut Socket) -> Result<Header, ProxyError> {
     let mut buf = vec![0u8; proxy::MAX_HEADER_LEN];
     let mut have = 0;
     loop {

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
-use tokio::io::Interest;
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::limits::LimitGroup;
@@ -357,17 +356,10 @@ enum Peek {
 /// readiness, so the usual answer — nothing happened since the last read —
 /// costs no system call; a stale "readable" costs one peek, which clears it.
 fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
-    let mut byte = [std::mem::MaybeUninit::<u8>::uninit()];
     let result = match stream {
         // The socket is non-blocking: a direct peek answers WouldBlock.
-        Stream::Tcp(s) if force => socket2::SockRef::from(s).peek(&mut byte),
-        Stream::Unix(s) if force => socket2::SockRef::from(s).peek(&mut byte),
-        Stream::Tcp(s) => s.try_io(Interest::READABLE, || {
-            socket2::SockRef::from(s).peek(&mut byte)
-        }),
-        Stream::Unix(s) => s.try_io(Interest::READABLE, || {
-            socket2::SockRef::from(s).peek(&mut byte)
-        }),
+        Stream::Tcp(s) | Stream::Unix(s) if force => s.peek_byte_now(),
+        Stream::Tcp(s) | Stream::Unix(s) => s.try_peek_byte(),
         // Decrypted bytes OpenSSL already holds count as data too.
         Stream::Tls(t) if t.ssl().pending() > 0 => return Ok(Peek::Data),
         Stream::Tls(t) => return peek(t.get_ref(), force),

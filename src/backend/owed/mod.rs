@@ -172,6 +172,20 @@ impl Owed {
         self.passing().contains(tag)
     }
 
+    /// Empties the queue if it holds only the pooler's own simple Queries
+    /// (statements that were queued and never sent); false otherwise.
+    pub fn withdraw_injected(&mut self) -> bool {
+        let only_own = self
+            .queue
+            .iter()
+            .all(|e| matches!(e, Expect::Injected(Reply::Query { .. })));
+        let withdrawable = only_own && !self.skipping && self.pooler_error.is_none();
+        if withdrawable {
+            self.queue.clear();
+        }
+        withdrawable
+    }
+
     /// True when the next reply answers a message the pooler added.
     pub fn head_is_injected(&self) -> bool {
         matches!(self.queue.front(), Some(Expect::Injected(_)))

@@ -66,7 +66,11 @@ impl Up<'_, '_, '_, '_> {
                 Ok(c) => c,
                 Err(v) => return RelayEnd::ClientViolation(v),
             };
-            if pos > 0 || !queued.is_empty() || modified {
+            // The pooler's queued statements wait for the client's first
+            // bytes: a client that leaves without a word never costs the
+            // server them (the backend takes them back, see
+            // Link::withdraw_unsent).
+            if pos > 0 || modified {
                 let data: &[u8] = if modified {
                     &out
                 } else {
@@ -89,11 +93,7 @@ impl Up<'_, '_, '_, '_> {
                 if let Err(e) = written {
                     return RelayEnd::BackendGone(format!("write to server failed: {e}"));
                 }
-                // The pooler's own statements sent alone are no client
-                // request: their answer must not count as a query.
-                if pos > 0 || modified {
-                    self.progress.mark_start();
-                }
+                self.progress.mark_start();
                 self.progress
                     .bytes_in
                     .fetch_add(pos as u64, Ordering::Relaxed);

@@ -7,19 +7,22 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::{tcp, unix, TcpStream, UnixStream};
 
 use tokio_openssl::SslStream as TlsStream;
 
 use crate::protocol::{Frame, FrameBuf, Violation};
 
+mod socket;
+
+pub use socket::{Socket, SocketRead, SocketWrite};
+
 /// A connected socket of either transport, possibly under TLS.
 #[derive(Debug)]
 pub enum Stream {
     /// TCP.
-    Tcp(TcpStream),
+    Tcp(Socket),
     /// Unix-domain socket.
-    Unix(UnixStream),
+    Unix(Socket),
     /// TLS over either of the above.
     Tls(Box<TlsStream<Stream>>),
     /// Placeholder while the socket is handed to a TLS handshake; every I/O fails.
@@ -28,10 +31,8 @@ pub enum Stream {
 
 /// Read half borrowed from a [`Stream`]; no allocation, and no lock for plain sockets.
 pub enum ReadHalf<'a> {
-    /// TCP.
-    Tcp(tcp::ReadHalf<'a>),
-    /// Unix-domain socket.
-    Unix(unix::ReadHalf<'a>),
+    /// TCP or Unix-domain socket.
+    Plain(SocketRead<'a>),
     /// TLS (one session object serves both directions, so tokio's split locks it).
     Tls(tokio::io::ReadHalf<&'a mut TlsStream<Stream>>),
     /// No socket.
@@ -40,10 +41,8 @@ pub enum ReadHalf<'a> {
 
 /// Write half borrowed from a [`Stream`].
 pub enum WriteHalf<'a> {
-    /// TCP.
-    Tcp(tcp::WriteHalf<'a>),
-    /// Unix-domain socket.
-    Unix(unix::WriteHalf<'a>),
+    /// TCP or Unix-domain socket.
+    Plain(SocketWrite<'a>),
     /// TLS.
     Tls(tokio::io::WriteHalf<&'a mut TlsStream<Stream>>),
     /// No socket.
@@ -89,8 +88,7 @@ impl Stream {
     /// bytes already.
     pub async fn wait_readable(&self) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => s.readable().await,
-            Stream::Unix(s) => s.readable().await,
+            Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
             Stream::Tls(_) | Stream::Detached(_) => Ok(()),
         }
     }
@@ -99,8 +97,7 @@ impl Stream {
     pub fn plain_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         use std::os::fd::AsFd;
         match self {
-            Stream::Tcp(s) => Some(s.as_fd()),
-            Stream::Unix(s) => Some(s.as_fd()),
+            Stream::Tcp(s) | Stream::Unix(s) => Some(s.as_fd()),
             Stream::Tls(_) | Stream::Detached(_) => None,
         }
     }
@@ -108,13 +105,9 @@ impl Stream {
     /// Borrows both halves so the relay can read and write concurrently.
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {
-            Stream::Tcp(s) => {
+            Stream::Tcp(s) | Stream::Unix(s) => {
                 let (r, w) = s.split();
-                (ReadHalf::Tcp(r), WriteHalf::Tcp(w))
-            }
-            Stream::Unix(s) => {
-                let (r, w) = s.split();
-                (ReadHalf::Unix(r), WriteHalf::Unix(w))
+                (ReadHalf::Plain(r), WriteHalf::Plain(w))
             }
             Stream::Tls(s) => {
                 let (r, w) = tokio::io::split(s.as_mut());
@@ -173,7 +166,7 @@ impl Stream {
     /// (SO_PEERCRED), under TLS too; `None` on TCP.
     pub fn peer_uid(&self) -> Option<io::Result<u32>> {
         match self {
-            Stream::Unix(s) => Some(s.peer_cred().map(|c| c.uid())),
+            Stream::Unix(s) => Some(s.peer_uid()),
             Stream::Tls(tls) => tls.get_ref().peer_uid(),
             _ => None,
         }
@@ -244,8 +237,8 @@ macro_rules! delegate_write {
 
 delegate_read!(Stream, Tcp, Unix, Tls, Detached);
 delegate_write!(Stream, Tcp, Unix, Tls, Detached);
-delegate_read!(ReadHalf<'_>, Tcp, Unix, Tls, Detached);
-delegate_write!(WriteHalf<'_>, Tcp, Unix, Tls, Detached);
+delegate_read!(ReadHalf<'_>, Plain, Tls, Detached);
+delegate_write!(WriteHalf<'_>, Plain, Tls, Detached);
 
 /// The useful part of an OpenSSL handshake error (certificate verification
 /// failures come with a reason string).

@@ -1,0 +1,99 @@
+//! Accepting connections as [`Socket`]s: `accept4` straight into a
+//! non-blocking descriptor registered for reading only, instead of tokio's
+//! listeners, whose streams register for writing too and would have to be
+//! deregistered and registered again (two system calls per login).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use socket2::SockAddr;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::stream::Socket;
+
+/// A listening socket (TCP or Unix), registered for readability.
+pub struct Listening(AsyncFd<OwnedFd>);
+
+impl Listening {
+    /// Takes a bound, listening, non-blocking socket.
+    pub fn new(fd: OwnedFd) -> io::Result<Listening> {
+        // SAFETY: the OwnedFd is open and the AsyncFd owns it until dropped.
+        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map(Listening)
+            .map_err(|e| e.into_parts().1)
+    }
+
+    /// The next connection and its peer's address.
+    pub async fn accept(&self) -> io::Result<(Socket, SockAddr)> {
+        loop {
+            let mut guard = self.0.readable().await?;
+            match guard.try_io(|l| accept4(l.as_raw_fd())) {
+                Ok(Ok((fd, addr))) => return Ok((Socket::new(fd)?, addr)),
+                Ok(Err(e)) => return Err(e),
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// The TCP address the socket listens on, if it is a TCP one.
+    pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
+        socket2::SockRef::from(self.0.get_ref())
+            .local_addr()
+            .ok()?
+            .as_socket()
+    }
+}
+
+fn accept4(listener: i32) -> io::Result<(OwnedFd, SockAddr)> {
+    // SAFETY: accept4 writes at most `len` bytes of address into the storage
+    // try_init hands it and sets `len` to what it wrote; the descriptor it
+    // returns is new and ours alone.
+    let (fd, addr) = unsafe {
+        SockAddr::try_init(|storage, len| {
+            let fd = libc::accept4(
+                listener,
+                storage.cast(),
+                len,
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            );
+            if fd < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(OwnedFd::from_raw_fd(fd))
+            }
+        })?
+    };
+    Ok((fd, addr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn accepts_tcp_and_unix_clients_with_their_addresses() -> io::Result<()> {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0")?;
+        tcp.set_nonblocking(true)?;
+        let addr = tcp.local_addr()?;
+        let l = Listening::new(OwnedFd::from(tcp))?;
+        assert_eq!(l.local_tcp_addr(), Some(addr));
+        let client = tokio::net::TcpStream::connect(addr).await?;
+        let (_sock, peer) = l.accept().await?;
+        assert_eq!(peer.as_socket(), Some(client.local_addr()?));
+
+        let dir = std::env::temp_dir().join(format!("pgharbor-accept-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("s");
+        let unix = std::os::unix::net::UnixListener::bind(&path)?;
+        unix.set_nonblocking(true)?;
+        let l = Listening::new(OwnedFd::from(unix))?;
+        assert_eq!(l.local_tcp_addr(), None);
+        let _client = tokio::net::UnixStream::connect(&path).await?;
+        let (sock, _) = l.accept().await?;
+        assert!(sock.peer_uid().is_ok());
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
+    }
+}
