@@ -19,7 +19,7 @@ pub fn push_set_config(sql: &mut String, name: &str, value: &str) {
 
 /// A backend's ParameterStatus values, in the order first reported (the
 /// order a direct connection shows them in).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParamSet(Vec<(String, String)>);
 
 impl ParamSet {

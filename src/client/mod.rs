@@ -6,6 +6,7 @@ mod authenticate;
 mod cancel;
 mod cert;
 mod error;
+pub(crate) mod gate;
 mod hba;
 mod login;
 mod lookup;

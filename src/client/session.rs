@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::gate::Gated;
 use super::relay::{self, Mode, TxnEnd};
 use super::stop::Stop;
 use super::txn::statements::ClientStatements;
@@ -100,7 +101,7 @@ impl Session {
             );
             tokio::select! {
                 (r, _) = relay => r,
-                why = stop.stopped() => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
+                why = Gated::new(stop.stopped()) => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
             }
         };
         let end = match end {

@@ -20,6 +20,7 @@ mod follow;
 mod meter;
 mod up;
 
+use crate::client::gate::Gated;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -289,6 +290,14 @@ pub async fn relay(
         );
         // Up first: it forwards what the client already sent before down
         // can decide the backend is idle.
+        // A session's relay waits long on both sockets, so each wake polls
+        // only the side it is for; a transaction's is over too soon for
+        // the gates to pay for themselves.
+        let (up, down) = if release_at_idle {
+            (Gated::open(up), Gated::open(down))
+        } else {
+            (Gated::new(up), Gated::new(down))
+        };
         tokio::select! {
             biased;
             end = up => TxnEnd::Ended(end),

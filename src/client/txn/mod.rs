@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
+use super::gate::Gated;
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
 use super::stop::Stop;
@@ -77,8 +78,9 @@ pub(super) async fn serve(
     };
     let watch = Stop::new(pooler.terminate_token(), &pool, &entry);
     // One watch for the client's whole life, instead of a fresh
-    // cancellation future (a waiter registration) per transaction.
-    let stop = watch.stopped();
+    // cancellation future (a waiter registration) per transaction; gated,
+    // so the wakes for the sockets do not poll it.
+    let stop = Gated::new(watch.stopped());
     tokio::pin!(stop);
     // A takeover's hand-over wakes the idle clients that may move; one
     // registration for the client's life, as `stop`.

@@ -113,7 +113,10 @@ pub fn sync(
     tracked: &dyn Fn(&str) -> bool,
 ) -> Result<(), BackendError> {
     let mut sql = String::new();
-    for (name, value) in shown.iter() {
+    // The usual case, a backend last used by a client shown the same
+    // values, costs one comparison instead of a lookup per parameter.
+    let same = backend.ledger_ref().params() == shown;
+    for (name, value) in shown.iter().filter(|_| !same) {
         if tracked(name) && backend.param(name) != Some(value) {
             push_set_config(&mut sql, name, value);
         }
