@@ -144,3 +144,34 @@ fn pgbench_every_query_mode_through_transaction_pooling() {
         (runs * 400).to_string()
     );
 }
+
+/// The first login of a transaction pool checks a backend out to learn the
+/// server's parameters; a client that then sits idle must not keep it. Its
+/// application_name SET goes out at once (session pooling would hold it
+/// for the client's first message), so the backend returns to the pool at
+/// that SET's ReadyForQuery and a second client's query gets it.
+#[test]
+fn an_idle_first_client_does_not_keep_the_only_backend() {
+    let pg = PgCluster::shared();
+    let pooler = txn_pooler(pg, 1);
+    let ep = pooler.endpoint(Transport::Unix);
+    let login = |app: &str| {
+        let mut raw = common::RawConn::connect(&ep);
+        raw.login(
+            &[
+                ("user", SCRAM_USER.0),
+                ("database", TEST_DB),
+                ("application_name", app),
+            ],
+            Some(SCRAM_USER.1),
+        )
+        .unwrap_or_else(|e| panic!("login: {e:?}"));
+        raw
+    };
+    let idle = login("idle_first");
+    let mut busy = login("busy_second");
+    let res = busy.query("SELECT current_setting('application_name')");
+    assert!(res.error.is_none(), "{res:?}");
+    assert_eq!(res.scalar().as_deref(), Some("busy_second"));
+    drop(idle);
+}

@@ -269,6 +269,11 @@ pub async fn relay(
             rewriter: rewriter.as_deref_mut(),
             idle_tx_timeout,
             dropping: false,
+            queue_send: if release_at_idle {
+                up::QueueSend::AtOnce
+            } else {
+                up::QueueSend::WithClient
+            },
         }
         .run(cr, &mut bw, cbuf, cscan, parts.queued);
         let down = Down {

@@ -22,6 +22,20 @@ pub(super) struct Up<'s, 'b, 'r, 'x> {
     pub(super) idle_tx_timeout: Option<Duration>,
     /// The continuation of a message the rewriter swallowed is dropped too.
     pub(super) dropping: bool,
+    /// When the pooler's queued statements go out.
+    pub(super) queue_send: QueueSend,
+}
+
+/// When the statements the pooler queued go to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum QueueSend {
+    /// With the client's first bytes: a session client that leaves without
+    /// a word never costs the server them (the backend takes them back,
+    /// see `Link::withdraw_unsent`).
+    WithClient,
+    /// At once: in transaction pooling their ReadyForQuery gives the
+    /// backend back, so a client that logs in and idles does not hold it.
+    AtOnce,
 }
 
 /// The message types the rewriter must see whole (or, past [`WHOLE_CAP`],
@@ -66,11 +80,8 @@ impl Up<'_, '_, '_, '_> {
                 Ok(c) => c,
                 Err(v) => return RelayEnd::ClientViolation(v),
             };
-            // The pooler's queued statements wait for the client's first
-            // bytes: a client that leaves without a word never costs the
-            // server them (the backend takes them back, see
-            // Link::withdraw_unsent).
-            if pos > 0 || modified {
+            let queue_now = self.queue_send == QueueSend::AtOnce && !queued.is_empty();
+            if pos > 0 || modified || queue_now {
                 let data: &[u8] = if modified {
                     &out
                 } else {
@@ -93,7 +104,11 @@ impl Up<'_, '_, '_, '_> {
                 if let Err(e) = written {
                     return RelayEnd::BackendGone(format!("write to server failed: {e}"));
                 }
-                self.progress.mark_start();
+                // The pooler's own statements sent alone are no client
+                // request: their answer must not count as a query.
+                if pos > 0 || modified {
+                    self.progress.mark_start();
+                }
                 self.progress
                     .bytes_in
                     .fetch_add(pos as u64, Ordering::Relaxed);

@@ -57,6 +57,14 @@ impl Between<'_, '_> {
         }
     }
 
+    /// Whether a takeover's new process is taking clients and this one may
+    /// move now (nothing of a message buffered): the check before
+    /// [`Between::hand_over`], whose future the idle loop then boxes, so
+    /// that every idle client does not carry room for it.
+    pub(super) fn movable_now(&self, stream: &Stream, buf: &FrameBuf) -> bool {
+        self.outbox(stream).is_some_and(Outbox::is_open) && buf.is_empty()
+    }
+
     /// Hands the client to a takeover's new process if one is taking
     /// clients and this one may move now (nothing of a message buffered);
     /// true when its socket is that process's now, and the session must
@@ -67,8 +75,7 @@ impl Between<'_, '_> {
         buf: &FrameBuf,
         who: Who<'_>,
     ) -> bool {
-        let movable = self.outbox(stream).is_some_and(Outbox::is_open) && buf.is_empty();
-        let Some(fd) = stream.plain_fd().filter(|_| movable) else {
+        let Some(fd) = stream.plain_fd().filter(|_| self.movable_now(stream, buf)) else {
             return false;
         };
         let lent = self.pool.lent_client_key(who.user);
