@@ -38,6 +38,12 @@ fn raw_login(ep: &common::Endpoint, extra: &[(&str, &str)]) -> (RawConn, Session
     (raw, session)
 }
 
+/// What `SHOW application_name` answers in the session.
+fn assert_session_app_name(raw: &mut RawConn, expected: &str) {
+    let shown = raw.query("SHOW application_name");
+    assert_eq!(shown.scalar().as_deref(), Some(expected), "{shown:?}");
+}
+
 fn backend_pid(raw: &mut RawConn) -> i32 {
     let res = raw.query("SELECT pg_backend_pid()");
     assert!(res.error.is_none(), "{res:?}");
@@ -335,8 +341,7 @@ fn application_name_follows_each_client_on_a_reused_backend() {
             pid,
             "pool_size 1: the same backend"
         );
-        let shown = plain.query("SHOW application_name");
-        assert_eq!(shown.scalar().as_deref(), Some(""), "{shown:?}");
+        assert_session_app_name(&mut plain, "");
         plain.terminate();
 
         let (mut again, s3) = raw_login(&ep, &[("application_name", "first_app")]);
@@ -344,8 +349,7 @@ fn application_name_follows_each_client_on_a_reused_backend() {
             s3.params.get("application_name").map(String::as_str),
             Some("first_app")
         );
-        let shown = again.query("SHOW application_name");
-        assert_eq!(shown.scalar().as_deref(), Some("first_app"), "{shown:?}");
+        assert_session_app_name(&mut again, "first_app");
         again.terminate();
     }
 }
@@ -402,12 +406,10 @@ fn a_client_that_sends_nothing_leaves_its_backend_untouched() {
         pid,
         "pool_size 1: the same backend"
     );
-    let shown = plain.query("SHOW application_name");
-    assert_eq!(shown.scalar().as_deref(), Some(""), "{shown:?}");
+    assert_session_app_name(&mut plain, "");
     plain.terminate();
 
     let (mut named, _) = raw_login(&ep, &[("application_name", "quiet_app")]);
-    let shown = named.query("SHOW application_name");
-    assert_eq!(shown.scalar().as_deref(), Some("quiet_app"), "{shown:?}");
+    assert_session_app_name(&mut named, "quiet_app");
     named.terminate();
 }

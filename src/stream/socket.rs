@@ -216,13 +216,14 @@ fn shutdown(io: &AsyncFd<OwnedFd>) -> Poll<io::Result<()>> {
     }
 }
 
+// The whole socket reads and writes through its halves: one implementation.
 impl AsyncRead for Socket {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        poll_read(&self.io, cx, buf)
+        Pin::new(&mut self.get_mut().split().0).poll_read(cx, buf)
     }
 }
 
@@ -232,14 +233,13 @@ impl AsyncWrite for Socket {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let s = self.get_mut();
-        poll_write(&s.io, &mut s.room, cx, data)
+        Pin::new(&mut self.get_mut().split().1).poll_write(cx, data)
     }
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
         Poll::Ready(Ok(()))
     }
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        shutdown(&self.io)
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().split().1).poll_shutdown(cx)
     }
 }
 
