@@ -278,8 +278,16 @@ impl ScramServer {
             "malformed proof in client-final-message",
         ))?;
 
-        let auth_message = format!("{client_first_bare},{server_first},{without_proof}");
-        let client_signature = crypto::hmac(&self.secret.stored_key, &[auth_message.as_bytes()]);
+        // AuthMessage = client-first-bare "," server-first "," client-final-without-proof,
+        // signed in parts rather than joined into a string first.
+        let auth_message: [&[u8]; 5] = [
+            client_first_bare.as_bytes(),
+            b",",
+            server_first.as_bytes(),
+            b",",
+            without_proof.as_bytes(),
+        ];
+        let client_signature = crypto::hmac(&self.secret.stored_key, &auth_message);
         let client_key = crypto::xor(&proof, &client_signature);
         let stored_key = crypto::sha256(&[&client_key]);
         // The doomed check comes after the same work, so timing does not
@@ -287,7 +295,7 @@ impl ScramServer {
         if !crypto::ct_eq(&stored_key, &self.secret.stored_key) | self.doomed {
             return Err(ScramError::InvalidProof);
         }
-        let server_signature = crypto::hmac(&self.secret.server_key, &[auth_message.as_bytes()]);
+        let server_signature = crypto::hmac(&self.secret.server_key, &auth_message);
         Ok(ScramSuccess {
             server_final: format!("v={}", crypto::b64_encode(&server_signature)).into_bytes(),
             client_key,

@@ -157,10 +157,15 @@ impl managed::Manager for BackendManager {
         self.opening.fetch_add(1, Ordering::Relaxed);
         let id = self.ids.next();
         let tuning = self.tuning.borrow().clone();
-        let result = self
-            .route
-            .connect(&creds, &params, &self.cache, id, tuning.connect_timeout)
-            .await;
+        // Boxed: a checkout's future (deadpool's get, every client's
+        // acquire) would otherwise carry room for a whole backend login,
+        // copied on every checkout though a connect is rare.
+        let connecting =
+            Box::pin(
+                self.route
+                    .connect(&creds, &params, &self.cache, id, tuning.connect_timeout),
+            );
+        let result = connecting.await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(mut backend) => {

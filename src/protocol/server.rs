@@ -117,7 +117,11 @@ fn field(b: &mut BytesMut, code: u8, value: &str) {
 
 /// Writes a C string, dropping interior NULs a peer might have smuggled in.
 fn put_cstr(b: &mut BytesMut, s: &str) {
-    b.extend(s.bytes().filter(|&c| c != 0));
+    // Whole runs between NULs: a login writes a dozen of these, and a
+    // filtered byte-by-byte extend cost more than the rest of the reply.
+    for run in s.as_bytes().split(|&c| c == 0) {
+        b.extend_from_slice(run);
+    }
     b.put_u8(0);
 }
 

@@ -131,15 +131,17 @@ pub(super) async fn serve(
             }
             entry.set(ClientState::Idle, None);
             let may_move = !moving_seen && client.outbox(stream).is_some();
-            match Box::pin(wait_for_client(
+            // Not boxed: the wait and the (boxed) transaction are never live
+            // together, so their room in this future overlaps, and a box
+            // would cost an allocation per transaction and save nothing.
+            let waiting = wait_for_client(
                 stream,
                 buf,
                 &client.scan,
                 stop.as_mut(),
                 may_move.then_some(moving.as_mut()),
-            ))
-            .await
-            {
+            );
+            match waiting.await {
                 Waited::Message => {}
                 Waited::Move => {
                     // Started (it resolves once): from here every idle
