@@ -208,14 +208,27 @@ async fn run(
 ) -> Result<(), ClientError> {
     // Each phase's future is boxed and gone before the next: a task is as
     // big as its largest state, and an idle client (tens of thousands of
-    // them) should carry neither the login's state nor the relay's.
-    let Some(session) = Box::pin(log_in(stream, buf, ctx, pooler)).await? else {
-        return Ok(());
+    // them) should carry neither the login's state nor the relay's. The
+    // session is bound only inside this statement: a binding of the whole
+    // function's scope would keep its room (330 bytes) in every task.
+    let served = match Box::pin(log_in(stream, buf, ctx, pooler)).await? {
+        Some(session) => served(session, stream, buf, pooler),
+        None => return Ok(()),
     };
+    served.await
+}
+
+/// A logged-in session's relay, boxed: the session moves into it.
+fn served<'a>(
+    session: session::Session,
+    stream: &'a mut Stream,
+    buf: &'a mut FrameBuf,
+    pooler: &'a Arc<Pooler>,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ClientError>> + Send + 'a>> {
     if session.pool_mode == crate::config::PoolMode::Session {
-        Box::pin(session.relay(stream, buf, pooler)).await
+        Box::pin(session.relay(stream, buf, pooler))
     } else {
-        Box::pin(txn::serve(session, stream, buf, pooler)).await
+        Box::pin(txn::serve(session, stream, buf, pooler))
     }
 }
 
@@ -317,6 +330,8 @@ mod task_layout {
     /// idle client's task keeps its connection future. Opening a backend,
     /// rare (auth_query's lookup, a pool that grows), is boxed inside the
     /// pool: inline, it made every handshake 9 288 bytes instead of 3 328.
+    /// The logged-in session bound for the whole of `run` made the task's
+    /// future 896 bytes instead of 584.
     #[tokio::test]
     async fn a_login_carries_no_room_for_a_backend_login() {
         let (mut stream, ctx, pooler, _peer) = client().await;
@@ -329,6 +344,6 @@ mod task_layout {
         drop(login);
         let task = serve(stream, ctx, pooler);
         let size = std::mem::size_of_val(&task);
-        assert!(size <= 1024, "a client's task future is {size} bytes");
+        assert!(size <= 640, "a client's task future is {size} bytes");
     }
 }
