@@ -83,12 +83,22 @@ impl AsyncWrite for Detached {
 }
 
 impl Stream {
-    /// Waits until a plain socket has data (or EOF) without a buffer to
-    /// read into; returns at once for TLS, whose library may hold decrypted
-    /// bytes already.
+    /// Waits until the connection has data (or EOF) without a buffer to
+    /// read into, so an idle client holds none.
     pub async fn wait_readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
+            // Decrypted bytes OpenSSL holds are ready now. Otherwise the next
+            // byte must come from the socket: without read-ahead OpenSSL
+            // reads no further than the record it decrypts, so no whole
+            // record can wait unread in its buffer. The socket is asked
+            // (a peek), not the runtime: OpenSSL reads exact lengths, so it
+            // never makes the short read that marks a socket drained, and
+            // the readiness left from its last read would say "readable".
+            Stream::Tls(tls) if tls.ssl().pending() == 0 => match tls.get_ref() {
+                Stream::Tcp(s) | Stream::Unix(s) => s.peek(&mut [0u8]).await.map(drop),
+                Stream::Tls(_) | Stream::Detached(_) => Ok(()),
+            },
             Stream::Tls(_) | Stream::Detached(_) => Ok(()),
         }
     }

@@ -1,0 +1,76 @@
+//! Transaction pooling over TLS. An idle client waits without a read
+//! buffer: on its socket (asked with a peek, since OpenSSL's exact-length
+//! reads leave the runtime's readiness set) unless OpenSSL holds decrypted
+//! bytes. A wait that trusted the stale readiness would spin holding a
+//! buffer; one that ignored OpenSSL's bytes, or missed the socket's, would
+//! hang these clients.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::tls::{tls_toml, Certs};
+use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB};
+use postgres_protocol::message::frontend;
+
+fn tls_client(pooler: &Pooler) -> RawConn {
+    let mut raw = RawConn::connect(&pooler.endpoint(Transport::Tcp));
+    raw.send(&request_packet(SSL_REQUEST_CODE)).unwrap();
+    assert_eq!(raw.read_byte(Duration::from_secs(5)), Reply::Byte(b'S'));
+    raw.start_tls(&TlsVerify::None)
+        .unwrap_or_else(|e| panic!("handshake: {e}\n{}", pooler.log_text()));
+    raw.login(
+        &[("user", SCRAM_USER.0), ("database", TEST_DB)],
+        Some(SCRAM_USER.1),
+    )
+    .unwrap_or_else(|e| panic!("login inside TLS: {e:?}"));
+    raw
+}
+
+fn one_value(raw: &mut RawConn) -> Option<String> {
+    let res = raw.read_query_result(Duration::from_secs(10));
+    assert!(res.error.is_none(), "{res:?}");
+    res.rows.first().and_then(|r| r[0].clone())
+}
+
+#[test]
+fn tls_clients_idle_between_transactions_and_pipeline_into_one_record() {
+    let pg = PgCluster::shared();
+    let certs = Certs::generate("txn-tls");
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::transaction(2).tls(&tls_toml(Some(&certs), &[("sslmode", "require")])),
+    );
+    let mut raw = tls_client(&pooler);
+
+    // Idle between transactions: the wait is on the socket, whose readiness
+    // the login's reads (exact lengths through OpenSSL) left set.
+    for i in 1..=3 {
+        std::thread::sleep(Duration::from_millis(150));
+        let res = raw.query(&format!("SELECT {i}"));
+        assert_eq!(res.rows, vec![vec![Some(i.to_string())]], "{res:?}");
+    }
+
+    // A query as big as the client's read buffer, or bigger, and a small one
+    // in the same write, so in one TLS record: part of it stays decrypted
+    // inside OpenSSL while the socket has nothing more.
+    // 2 025: the first message is 2 048 bytes, the read buffer's size, so
+    // the first read ends exactly at its end.
+    for size in [2_025usize, 6_000, 40_000] {
+        let mut out = BytesMut::new();
+        let big = format!("SELECT length('{}')", "x".repeat(size));
+        frontend::query(&big, &mut out).unwrap();
+        frontend::query("SELECT 'after'", &mut out).unwrap();
+        raw.send(&out).unwrap();
+        assert_eq!(one_value(&mut raw), Some(size.to_string()));
+        assert_eq!(one_value(&mut raw), Some("after".into()));
+    }
+
+    // Still served after the pipelined batches, idle again first.
+    std::thread::sleep(Duration::from_millis(150));
+    let res = raw.query("SELECT 'last'");
+    assert_eq!(res.rows, vec![vec![Some("last".to_string())]], "{res:?}");
+    raw.terminate();
+}
