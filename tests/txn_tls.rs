@@ -1,9 +1,9 @@
 //! Transaction pooling over TLS. An idle client waits without a read
 //! buffer: on its socket (asked with a peek, since OpenSSL's exact-length
 //! reads leave the runtime's readiness set) unless OpenSSL holds decrypted
-//! bytes. A wait that trusted the stale readiness would spin holding a
-//! buffer; one that ignored OpenSSL's bytes, or missed the socket's, would
-//! hang these clients.
+//! bytes. A wait that trusted the stale readiness returned at once and
+//! held a buffer while the client idled (seen in RSS, not here); one that
+//! missed the socket's bytes or OpenSSL's would hang these clients.
 
 mod common;
 
@@ -54,8 +54,9 @@ fn tls_clients_idle_between_transactions_and_pipeline_into_one_record() {
     }
 
     // A query as big as the client's read buffer, or bigger, and a small one
-    // in the same write, so in one TLS record: part of it stays decrypted
-    // inside OpenSSL while the socket has nothing more.
+    // in the same write, so in one TLS record: part of it may stay decrypted
+    // inside OpenSSL while the socket has nothing more (the relay reading
+    // ahead usually takes it first).
     // 2 025: the first message is 2 048 bytes, the read buffer's size, so
     // the first read ends exactly at its end.
     for size in [2_025usize, 6_000, 40_000] {

@@ -211,15 +211,15 @@ async fn run(
     // them) should carry neither the login's state nor the relay's. The
     // session is bound only inside this statement: a binding of the whole
     // function's scope would keep its room (330 bytes) in every task.
-    let served = match Box::pin(log_in(stream, buf, ctx, pooler)).await? {
-        Some(session) => served(session, stream, buf, pooler),
+    let relay = match Box::pin(log_in(stream, buf, ctx, pooler)).await? {
+        Some(session) => relay_for(session, stream, buf, pooler),
         None => return Ok(()),
     };
-    served.await
+    relay.await
 }
 
 /// A logged-in session's relay, boxed: the session moves into it.
-fn served<'a>(
+fn relay_for<'a>(
     session: session::Session,
     stream: &'a mut Stream,
     buf: &'a mut FrameBuf,
