@@ -62,10 +62,13 @@ pub(super) async fn start(
     });
     let accept = tokio::spawn(crate::client::accept(listeners, pooler.clone()));
     if let Some(taken) = taken {
-        confirm_takeover(taken, &pooler).await;
+        // Written before the old process hears it may stop: it removes the
+        // file on exit unless the file already names this process, and a
+        // write after it had read its own id would be unlinked with it.
         if let Some(p) = &service.pidfile {
             pidfile = Some(Pidfile::take_over(p).map_err(|e| e.to_string())?);
         }
+        confirm_takeover(taken, &pooler).await;
     }
     let (requests, taking_over) = mpsc::channel(1);
     let cancels = cancels_from_successor(&pooler);
