@@ -1,9 +1,7 @@
 //! Transaction pooling over TLS. An idle client waits without a read
-//! buffer: on its socket (asked with a peek, since OpenSSL's exact-length
-//! reads leave the runtime's readiness set) unless OpenSSL holds decrypted
-//! bytes. A wait that trusted the stale readiness returned at once and
-//! held a buffer while the client idled (seen in RSS, not here); one that
-//! missed the socket's bytes or OpenSSL's would hang these clients.
+//! buffer: on its socket unless OpenSSL holds bytes of it (decrypted, or
+//! records read ahead and not yet decrypted). A wait that missed the
+//! socket's bytes or OpenSSL's would hang these clients.
 
 mod common;
 
@@ -12,15 +10,24 @@ use std::time::Duration;
 use bytes::BytesMut;
 use common::tls::{tls_toml, Certs};
 use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
-use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB};
+use common::wire::{startup_packet, PROTOCOL_3_0};
+use common::{
+    PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB, TRUST_USER,
+};
 use postgres_protocol::message::frontend;
 
-fn tls_client(pooler: &Pooler) -> RawConn {
+/// A raw client inside TLS, not yet logged in.
+fn tls_link(pooler: &Pooler) -> RawConn {
     let mut raw = RawConn::connect(&pooler.endpoint(Transport::Tcp));
     raw.send(&request_packet(SSL_REQUEST_CODE)).unwrap();
     assert_eq!(raw.read_byte(Duration::from_secs(5)), Reply::Byte(b'S'));
     raw.start_tls(&TlsVerify::None)
         .unwrap_or_else(|e| panic!("handshake: {e}\n{}", pooler.log_text()));
+    raw
+}
+
+fn tls_client(pooler: &Pooler) -> RawConn {
+    let mut raw = tls_link(pooler);
     raw.login(
         &[("user", SCRAM_USER.0), ("database", TEST_DB)],
         Some(SCRAM_USER.1),
@@ -45,8 +52,7 @@ fn tls_clients_idle_between_transactions_and_pipeline_into_one_record() {
     );
     let mut raw = tls_client(&pooler);
 
-    // Idle between transactions: the wait is on the socket, whose readiness
-    // the login's reads (exact lengths through OpenSSL) left set.
+    // Idle between transactions: the wait is on the socket.
     for i in 1..=3 {
         std::thread::sleep(Duration::from_millis(150));
         let res = raw.query(&format!("SELECT {i}"));
@@ -69,9 +75,50 @@ fn tls_clients_idle_between_transactions_and_pipeline_into_one_record() {
         assert_eq!(one_value(&mut raw), Some("after".into()));
     }
 
+    // Two queries in two TLS records that arrive together: OpenSSL reads
+    // both ahead and decrypts only the first, so after the first
+    // transaction the second is in OpenSSL's buffer, not the socket's (a
+    // wait that asked only for decrypted bytes, then the socket, hung).
+    for round in 0..20 {
+        let mut first = BytesMut::new();
+        frontend::query(&format!("SELECT {round}"), &mut first).unwrap();
+        let mut second = BytesMut::new();
+        frontend::query("SELECT 'second record'", &mut second).unwrap();
+        raw.send_corked(&[&first, &second]).unwrap();
+        assert_eq!(one_value(&mut raw), Some(round.to_string()));
+        assert_eq!(one_value(&mut raw), Some("second record".into()));
+    }
+
     // Still served after the pipelined batches, idle again first.
     std::thread::sleep(Duration::from_millis(150));
     let res = raw.query("SELECT 'last'");
     assert_eq!(res.rows, vec![vec![Some("last".to_string())]], "{res:?}");
     raw.terminate();
+}
+
+#[test]
+fn a_query_in_the_record_after_the_startup_packet_is_served() {
+    // Trust: the login reads nothing after the startup packet, so the
+    // query's record, read ahead with it, waits in OpenSSL's buffer when
+    // the client first goes idle: the wait must find it there.
+    let pg = PgCluster::shared();
+    let certs = Certs::generate("txn-tls-ahead");
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::transaction(2)
+            .auth("trust")
+            .tls(&tls_toml(Some(&certs), &[("sslmode", "require")])),
+    );
+    for round in 0..5 {
+        let mut raw = tls_link(&pooler);
+        let params = [("user", TRUST_USER), ("database", TEST_DB)];
+        let startup = startup_packet(PROTOCOL_3_0, &params);
+        let mut query = BytesMut::new();
+        frontend::query(&format!("SELECT {round}"), &mut query).unwrap();
+        raw.send_corked(&[&startup, &query]).unwrap();
+        raw.finish_login(&params, None)
+            .unwrap_or_else(|e| panic!("login: {e:?}\n{}", pooler.log_text()));
+        assert_eq!(one_value(&mut raw), Some(round.to_string()));
+        raw.terminate();
+    }
 }

@@ -365,8 +365,8 @@ fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
         // The socket is non-blocking: a direct peek answers WouldBlock.
         Stream::Tcp(s) | Stream::Unix(s) if force => s.peek_byte_now(),
         Stream::Tcp(s) | Stream::Unix(s) => s.try_peek_byte(),
-        // Decrypted bytes OpenSSL already holds count as data too.
-        Stream::Tls(t) if t.ssl().pending() > 0 => return Ok(Peek::Data),
+        // Bytes OpenSSL already holds (decrypted or read ahead) count as data too.
+        Stream::Tls(t) if crate::tls::has_pending(t.ssl()) => return Ok(Peek::Data),
         Stream::Tls(t) => return peek(t.get_ref(), force),
         Stream::Detached(_) => return Ok(Peek::Closed),
     };

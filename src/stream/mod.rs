@@ -88,15 +88,12 @@ impl Stream {
     pub async fn wait_readable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
-            // Decrypted bytes OpenSSL holds are ready now. Otherwise the next
-            // byte must come from the socket: without read-ahead OpenSSL
-            // reads no further than the record it decrypts, so no whole
-            // record can wait unread in its buffer. The socket is asked
-            // (a peek), not the runtime: OpenSSL reads exact lengths, so it
-            // never makes the short read that marks a socket drained, and
-            // the readiness left from its last read would say "readable".
-            Stream::Tls(tls) if tls.ssl().pending() == 0 => match tls.get_ref() {
-                Stream::Tcp(s) | Stream::Unix(s) => s.peek(&mut [0u8]).await.map(drop),
+            // Bytes OpenSSL holds (decrypted, or read ahead and not yet
+            // decrypted) are ready now; otherwise the next byte must come
+            // from the socket. With read-ahead OpenSSL's reads are short once
+            // the socket is drained, so the runtime's readiness is true.
+            Stream::Tls(tls) if !crate::tls::has_pending(tls.ssl()) => match tls.get_ref() {
+                Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
                 Stream::Tls(_) | Stream::Detached(_) => Ok(()),
             },
             Stream::Tls(_) | Stream::Detached(_) => Ok(()),

@@ -112,6 +112,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     // Idle clients are many: let OpenSSL free a connection's record buffers
     // between reads and writes.
     b.set_mode(SslMode::RELEASE_BUFFERS);
+    super::read_whole_records(&mut b);
     Ok(Some(Arc::new(b.build())))
 }
 

@@ -216,6 +216,7 @@ fn build(
         b.clear_options(SslOptions::NO_COMPRESSION);
     }
     super::alpn::offer_postgresql(&mut b).map_err(err)?;
+    super::read_whole_records(&mut b);
     // libpq's require checks nothing, unless a root certificate is given,
     // which then behaves like verify-ca.
     let root = match (mode, rootcert) {

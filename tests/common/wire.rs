@@ -167,6 +167,16 @@ impl RawConn {
         }
     }
 
+    /// Sends each part with its own write (inside TLS, its own record),
+    /// all corked into as few TCP segments as they fit.
+    pub fn send_corked(&mut self, parts: &[&[u8]]) -> io::Result<()> {
+        self.stream.set_cork(true)?;
+        for p in parts {
+            self.stream.write_all(p)?;
+        }
+        self.stream.set_cork(false)
+    }
+
     /// Half-closes the connection (no more bytes from us).
     pub fn shutdown_write(&self) {
         let _ = self.stream.shutdown_write();

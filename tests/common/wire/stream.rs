@@ -31,6 +31,31 @@ impl Stream {
             Stream::Detached => Err(detached()),
         }
     }
+    /// TCP_CORK on or off: while on, writes gather into full segments, so
+    /// several TLS records can reach the peer in one read.
+    pub(super) fn set_cork(&self, on: bool) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Tls(s) => return s.get_ref().set_cork(on),
+            Stream::Unix(_) | Stream::Detached => return Ok(()),
+        };
+        let v: libc::c_int = on.into();
+        // SAFETY: a valid descriptor and a c_int option value of its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_CORK,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        match rc {
+            0 => Ok(()),
+            _ => Err(io::Error::last_os_error()),
+        }
+    }
     pub(super) fn shutdown_write(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.shutdown(Shutdown::Write),
