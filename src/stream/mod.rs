@@ -92,7 +92,7 @@ impl Stream {
             // decrypted) are ready now; otherwise the next byte must come
             // from the socket. With read-ahead OpenSSL's reads are short once
             // the socket is drained, so the runtime's readiness is true.
-            Stream::Tls(tls) if !crate::tls::has_pending(tls.ssl()) => match tls.get_ref() {
+            Stream::Tls(tls) if !has_pending(tls.ssl()) => match tls.get_ref() {
                 Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
                 Stream::Tls(_) | Stream::Detached(_) => Ok(()),
             },
@@ -333,4 +333,19 @@ pub async fn read_startup<R: AsyncRead + Unpin>(
     max_len: usize,
 ) -> Result<Frame, ReadError> {
     read_frame(r, buf, |b| b.startup_frame(max_len)).await
+}
+
+// SSL_has_pending (OpenSSL 1.1.0 and later) is not bound by openssl-sys.
+extern "C" {
+    fn SSL_has_pending(s: *const openssl_sys::SSL) -> std::ffi::c_int;
+}
+
+/// True when OpenSSL holds bytes of the connection not yet returned by a
+/// read: decrypted ones, or (with read-ahead) received and not decrypted,
+/// which `SslRef::pending` does not count.
+pub(crate) fn has_pending(ssl: &openssl::ssl::SslRef) -> bool {
+    use foreign_types::ForeignTypeRef as _;
+    // SAFETY: the pointer comes from a live SslRef borrowed for the call,
+    // and SSL_has_pending only reads the connection's buffers.
+    unsafe { SSL_has_pending(ssl.as_ptr()) == 1 }
 }

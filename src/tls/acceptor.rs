@@ -103,6 +103,9 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     };
     b.set_min_proto_version(Some(min)).map_err(identity)?;
     super::verify::configure(&mut b, tls)?;
+    if intermediates.is_empty() {
+        fix_chain(&mut b);
+    }
     // libpq never resumes a session, so tickets and a session cache only cost
     // CPU and memory per handshake (TLS 1.3 servers send two tickets by
     // default). PostgreSQL turns both off too.
@@ -114,6 +117,32 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     b.set_mode(SslMode::RELEASE_BUFFERS);
     super::read_whole_records(&mut b);
     Ok(Some(Arc::new(b.build())))
+}
+
+/// A certificate file with no chain after the leaf: OpenSSL completes the
+/// chain from the trust store (`tls.ca_file`) on every handshake, a
+/// certificate verification per login. Built here once instead, with the
+/// same result (whatever the store yields, errors ignored); left to
+/// OpenSSL's per-handshake way if building fails (a CA below the security
+/// level), so what clients are sent never changes.
+fn fix_chain(b: &mut openssl::ssl::SslContextBuilder) {
+    // SSL_CTX_build_cert_chain, a macro over SSL_CTX_ctrl in ssl.h.
+    const SSL_CTRL_BUILD_CERT_CHAIN: std::ffi::c_int = 105;
+    const IGNORE_ERROR_AND_CLEAR: std::ffi::c_long = 0x8 | 0x10;
+    // SAFETY: the context is live and exclusively borrowed, the command
+    // takes no pointer argument.
+    let built = unsafe {
+        openssl_sys::SSL_CTX_ctrl(
+            b.as_ptr(),
+            SSL_CTRL_BUILD_CERT_CHAIN,
+            IGNORE_ERROR_AND_CLEAR,
+            std::ptr::null_mut(),
+        )
+    };
+    if built <= 0 {
+        let why = openssl::error::ErrorStack::get();
+        tracing::debug!(error = %why, "certificate chain left to each handshake");
+    }
 }
 
 /// When the acceptor's certificate (the one clients are shown) expires, as

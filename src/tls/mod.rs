@@ -24,18 +24,3 @@ pub use validity::expiry_warnings;
 pub(crate) fn read_whole_records(b: &mut openssl::ssl::SslContextBuilder) {
     b.set_read_ahead(true);
 }
-
-// SSL_has_pending (OpenSSL 1.1.0 and later) is not bound by openssl-sys.
-extern "C" {
-    fn SSL_has_pending(s: *const openssl_sys::SSL) -> std::ffi::c_int;
-}
-
-/// True when OpenSSL holds bytes of the connection not yet returned by a
-/// read: decrypted ones, or (with read-ahead) received and not decrypted,
-/// which `SslRef::pending` does not count.
-pub(crate) fn has_pending(ssl: &openssl::ssl::SslRef) -> bool {
-    use foreign_types::ForeignTypeRef as _;
-    // SAFETY: the pointer comes from a live SslRef borrowed for the call,
-    // and SSL_has_pending only reads the connection's buffers.
-    unsafe { SSL_has_pending(ssl.as_ptr()) == 1 }
-}

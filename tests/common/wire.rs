@@ -133,6 +133,25 @@ impl RawConn {
         }
     }
 
+    /// The subject CNs of the certificates the server sent, leaf first
+    /// (empty on a plain link).
+    pub fn tls_peer_chain(&self) -> Vec<String> {
+        let Stream::Tls(s) = &self.stream else {
+            return Vec::new();
+        };
+        let cn = |c: &openssl::x509::X509Ref| {
+            c.subject_name()
+                .entries_by_nid(openssl::nid::Nid::COMMONNAME)
+                .next()
+                .and_then(|e| e.data().to_string().ok())
+                .unwrap_or_default()
+        };
+        s.ssl()
+            .peer_cert_chain()
+            .map(|chain| chain.iter().map(cn).collect())
+            .unwrap_or_default()
+    }
+
     /// The negotiated TLS version ("TLSv1.3"), or None on a plain link.
     pub fn tls_version(&self) -> Option<String> {
         match &self.stream {
