@@ -7,28 +7,19 @@
 
 mod common;
 
-use std::time::Duration;
-
 use common::pki::{Pki, SERVER_NAME};
-use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
-use common::{PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport};
+use common::tls::{raw_tls_link, tls_toml};
+use common::{PgCluster, Pooler, PoolerOpts};
 
 /// The chain a TLS client is sent by a pooler with these `[tls]` keys.
 fn chain_shown(tls: &[(&str, String)]) -> Vec<String> {
-    let mut toml = String::new();
-    for (k, v) in tls {
-        toml.push_str(&format!("{k} = \"{v}\"\n"));
-    }
+    let keys: Vec<(&str, &str)> = tls.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let toml = tls_toml(None, &keys);
     let pooler = Pooler::start(PgCluster::shared(), PoolerOpts::default().tls(&toml));
     let mut chains = Vec::new();
     // Twice: the second handshake is served from the same built context.
     for _ in 0..2 {
-        let mut raw = RawConn::connect(&pooler.endpoint(Transport::Tcp));
-        raw.send(&request_packet(SSL_REQUEST_CODE)).unwrap();
-        assert_eq!(raw.read_byte(Duration::from_secs(5)), Reply::Byte(b'S'));
-        raw.start_tls(&TlsVerify::None)
-            .unwrap_or_else(|e| panic!("handshake: {e}\n{}", pooler.log_text()));
-        chains.push(raw.tls_peer_chain());
+        chains.push(raw_tls_link(&pooler).tls_peer_chain());
     }
     assert_eq!(chains[0], chains[1], "the chain changed between handshakes");
     chains.swap_remove(0)

@@ -8,26 +8,13 @@ mod common;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use common::tls::{tls_toml, Certs};
-use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
+use common::tls::{raw_tls_link, tls_toml, Certs};
 use common::wire::{startup_packet, PROTOCOL_3_0};
-use common::{
-    PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport, SCRAM_USER, TEST_DB, TRUST_USER,
-};
+use common::{PgCluster, Pooler, PoolerOpts, RawConn, SCRAM_USER, TEST_DB, TRUST_USER};
 use postgres_protocol::message::frontend;
 
-/// A raw client inside TLS, not yet logged in.
-fn tls_link(pooler: &Pooler) -> RawConn {
-    let mut raw = RawConn::connect(&pooler.endpoint(Transport::Tcp));
-    raw.send(&request_packet(SSL_REQUEST_CODE)).unwrap();
-    assert_eq!(raw.read_byte(Duration::from_secs(5)), Reply::Byte(b'S'));
-    raw.start_tls(&TlsVerify::None)
-        .unwrap_or_else(|e| panic!("handshake: {e}\n{}", pooler.log_text()));
-    raw
-}
-
 fn tls_client(pooler: &Pooler) -> RawConn {
-    let mut raw = tls_link(pooler);
+    let mut raw = raw_tls_link(pooler);
     raw.login(
         &[("user", SCRAM_USER.0), ("database", TEST_DB)],
         Some(SCRAM_USER.1),
@@ -110,7 +97,7 @@ fn a_query_in_the_record_after_the_startup_packet_is_served() {
             .tls(&tls_toml(Some(&certs), &[("sslmode", "require")])),
     );
     for round in 0..5 {
-        let mut raw = tls_link(&pooler);
+        let mut raw = raw_tls_link(&pooler);
         let params = [("user", TRUST_USER), ("database", TEST_DB)];
         let startup = startup_packet(PROTOCOL_3_0, &params);
         let mut query = BytesMut::new();

@@ -104,7 +104,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     b.set_min_proto_version(Some(min)).map_err(identity)?;
     super::verify::configure(&mut b, tls)?;
     if intermediates.is_empty() {
-        fix_chain(&mut b);
+        build_chain_once(&mut b);
     }
     // libpq never resumes a session, so tickets and a session cache only cost
     // CPU and memory per handshake (TLS 1.3 servers send two tickets by
@@ -125,7 +125,7 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
 /// same result (whatever the store yields, errors ignored); left to
 /// OpenSSL's per-handshake way if building fails (a CA below the security
 /// level), so what clients are sent never changes.
-fn fix_chain(b: &mut openssl::ssl::SslContextBuilder) {
+fn build_chain_once(b: &mut openssl::ssl::SslContextBuilder) {
     // SSL_CTX_build_cert_chain, a macro over SSL_CTX_ctrl in ssl.h.
     const SSL_CTRL_BUILD_CERT_CHAIN: std::ffi::c_int = 105;
     const IGNORE_ERROR_AND_CLEAR: std::ffi::c_long = 0x8 | 0x10;

@@ -218,3 +218,18 @@ pub fn other_name_for_loopback() -> Option<String> {
                 .unwrap_or(false)
         })
 }
+
+/// A raw client inside TLS over TCP, not yet logged in: SSLRequest, the
+/// pooler's `S`, then a handshake that checks no certificate.
+pub fn raw_tls_link(pooler: &super::Pooler) -> super::RawConn {
+    use super::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
+    let mut raw = super::RawConn::connect(&pooler.endpoint(super::Transport::Tcp));
+    raw.send(&request_packet(SSL_REQUEST_CODE)).unwrap();
+    assert_eq!(
+        raw.read_byte(std::time::Duration::from_secs(5)),
+        super::Reply::Byte(b'S')
+    );
+    raw.start_tls(&TlsVerify::None)
+        .unwrap_or_else(|e| panic!("handshake: {e}\n{}", pooler.log_text()));
+    raw
+}
