@@ -242,10 +242,14 @@ pub(super) async fn attach(
     // report, or reports but the pool does not track, as search_path on
     // PostgreSQL 18) the client's settings carry.
     let extras: Vec<(String, String)> = if pooled_per_transaction {
-        wanted
+        let mut extras: Vec<_> = wanted
             .into_iter()
             .filter(|(name, _)| shown.get_ci(name).is_none() || !config.pool.is_tracked(name))
-            .collect()
+            .collect();
+        // The filter reuses the startup parameters' allocation, which the
+        // session would otherwise keep, mostly empty, while it idles.
+        extras.shrink_to_fit();
+        extras
     } else {
         Vec::new()
     };
@@ -305,7 +309,7 @@ pub(super) async fn attach(
     );
     Ok(Session {
         pool_mode,
-        lease,
+        lease: lease.map(Box::new),
         params: shown,
         extras,
         cancel_key,

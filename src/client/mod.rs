@@ -108,13 +108,10 @@ pub async fn cancel(pooler: &Pooler, pid: i32, secret: i32) {
 
 /// Serves one client connection to the end.
 pub fn serve(
-    stream: Stream,
+    mut stream: Stream,
     ctx: ConnContext,
     pooler: Arc<Pooler>,
 ) -> impl std::future::Future<Output = ()> {
-    // The span wraps one async fn instead of an async block inside another:
-    // a nested block kept a second copy of the socket and the context in
-    // every idle client's task (its future: 1 432 bytes, now 896).
     let span = tracing::info_span!(
         "client",
         id = ctx.id,
@@ -124,56 +121,69 @@ pub fn serve(
         tls = tracing::field::Empty,
         user = tracing::field::Empty,
     );
-    connection(stream, ctx, pooler).instrument(span)
+    // The context is needed only until the login ends: boxed, it is freed
+    // then instead of staying in every idle client's task. The block
+    // captures the socket and the pooler in place (an async fn would copy
+    // its arguments into locals and keep both copies for the client's life).
+    let mut ctx = Some(Box::new(ctx));
+    async move {
+        let Some(login) = ctx.as_deref_mut() else {
+            return;
+        };
+        // Boxed, and only behind a balancer: the task should not keep room
+        // for the header's read while the client idles.
+        if !pooler.config().listen.proxy_protocol_from.is_empty()
+            && !Box::pin(admit(&mut stream, login, &pooler)).await
+        {
+            return;
+        }
+        record_peer(login);
+        let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
+        let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
+        let result = run(&mut stream, &mut buf, &mut ctx, &pooler).await;
+        // Boxed: the task keeps room for its largest state while the client
+        // idles, and the goodbye's timers are only needed at the end.
+        Box::pin(farewell(&mut stream, result)).await;
+    }
+    .instrument(span)
 }
 
-async fn connection(mut stream: Stream, ctx: ConnContext, pooler: Arc<Pooler>) {
-    // Boxed, and only behind a balancer: the task should not keep room for
-    // the header's read while the client idles.
-    let ctx = if pooler.config().listen.proxy_protocol_from.is_empty() {
-        ctx
-    } else {
-        match Box::pin(admit(&mut stream, ctx, &pooler)).await {
-            Some(ctx) => ctx,
-            None => return,
-        }
-    };
+/// Names the client's transport and peer on its connection's span.
+fn record_peer(ctx: &ConnContext) {
     let span = tracing::Span::current();
     span.record("transport", tracing::field::display(&ctx.transport));
     span.record("peer", tracing::field::display(&ctx.peer));
     if let Some(via) = &ctx.via {
         span.record("via", tracing::field::display(via));
     }
-    let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
-    let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
-    let result = run(&mut stream, &mut buf, &ctx, &pooler).await;
-    // Boxed: the task keeps room for its largest state while the client
-    // idles, and the goodbye's timers are only needed at the end.
-    Box::pin(farewell(&mut stream, result)).await;
 }
 
-/// The connection's context once a trusted balancer's PROXY header has
-/// named the real client; None when the source was refused (and closed).
-async fn admit(stream: &mut Stream, ctx: ConnContext, pooler: &Pooler) -> Option<ConnContext> {
+/// Replaces the connection's context with the real client a trusted
+/// balancer's PROXY header names; false when the source was refused (and
+/// closed).
+async fn admit(stream: &mut Stream, ctx: &mut ConnContext, pooler: &Pooler) -> bool {
     let (id, peer) = (ctx.id, ctx.peer.clone());
     let admitted = {
         let config = pooler.config();
         let listen = &config.listen;
         proxy::admit(
             stream,
-            ctx,
+            ctx.clone(),
             &listen.proxy_protocol_from,
             listen.client_login_timeout,
         )
         .await
     };
     match admitted {
-        Ok(ctx) => Some(ctx),
+        Ok(real) => {
+            *ctx = real;
+            true
+        }
         Err(e) => {
             // A load balancer gets no ErrorResponse: it would not read it.
             tracing::info!(id, peer = %peer, reason = %e, "PROXY protocol source refused");
             let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
-            None
+            false
         }
     }
 }
@@ -200,21 +210,27 @@ async fn farewell(stream: &mut Stream, result: Result<(), ClientError>) {
     }
 }
 
+/// Logs the client in, frees its connection context (`ctx`, always Some
+/// on entry), and relays until the session ends.
 async fn run(
     stream: &mut Stream,
     buf: &mut FrameBuf,
-    ctx: &ConnContext,
+    ctx: &mut Option<Box<ConnContext>>,
     pooler: &Arc<Pooler>,
 ) -> Result<(), ClientError> {
+    let Some(login_ctx) = ctx.as_deref() else {
+        return Ok(());
+    };
     // Each phase's future is boxed and gone before the next: a task is as
     // big as its largest state, and an idle client (tens of thousands of
     // them) should carry neither the login's state nor the relay's. The
     // session is bound only inside this statement: a binding of the whole
     // function's scope would keep its room (330 bytes) in every task.
-    let relay = match Box::pin(log_in(stream, buf, ctx, pooler)).await? {
+    let relay = match Box::pin(log_in(stream, buf, login_ctx, pooler)).await? {
         Some(session) => relay_for(session, stream, buf, pooler),
         None => return Ok(()),
     };
+    *ctx = None;
     relay.await
 }
 

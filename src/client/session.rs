@@ -25,7 +25,8 @@ pub(super) struct Session {
     /// The pool mode resolved at login (user > database > pool.mode).
     pub(super) pool_mode: crate::config::PoolMode,
     /// The backend, when the login needed one (always in session pooling).
-    pub(super) lease: Option<Lease>,
+    /// Boxed: transaction pooling's session keeps this slot while idle.
+    pub(super) lease: Option<Box<Lease>>,
     /// The parameters the client was shown at login.
     pub(super) params: Arc<crate::backend::ParamSet>,
     /// Startup parameters the server does not report (SET per backend in
@@ -53,7 +54,7 @@ impl Session {
         buf: &mut FrameBuf,
         pooler: &Arc<Pooler>,
     ) -> Result<(), ClientError> {
-        let Some(lease) = self.lease.take() else {
+        let Some(lease) = self.lease.take().map(|l| *l) else {
             return Err(ClientError::Backend(
                 crate::backend::BackendError::Protocol(
                     "session pooling client without a server connection".into(),
@@ -116,8 +117,8 @@ impl Session {
         tracing::info!(
             user = %self.user,
             database = %self.database,
-            to_server = meter.total.bytes_in,
-            to_client = meter.total.bytes_out,
+            to_server = meter.total[0],
+            to_client = meter.total[1],
             end = ?end,
             "client session ended"
         );

@@ -83,20 +83,25 @@ impl AsyncWrite for Detached {
 }
 
 impl Stream {
-    /// Waits until the connection has data (or EOF) without a buffer to
-    /// read into, so an idle client holds none.
-    pub async fn wait_readable(&self) -> io::Result<()> {
+    /// Ready once the connection has data (or EOF), without a buffer to
+    /// read into, so an idle client holds none (nor a waiter: see
+    /// [`Socket::poll_readable`]).
+    pub fn poll_readable(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let ready = std::task::Poll::Ready(Ok(()));
         match self {
-            Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
+            Stream::Tcp(s) | Stream::Unix(s) => s.poll_readable(cx),
             // Bytes OpenSSL holds (decrypted, or read ahead and not yet
             // decrypted) are ready now; otherwise the next byte must come
             // from the socket. With read-ahead OpenSSL's reads are short once
             // the socket is drained, so the runtime's readiness is true.
             Stream::Tls(tls) if !has_pending(tls.ssl()) => match tls.get_ref() {
-                Stream::Tcp(s) | Stream::Unix(s) => s.readable().await,
-                Stream::Tls(_) | Stream::Detached(_) => Ok(()),
+                Stream::Tcp(s) | Stream::Unix(s) => s.poll_readable(cx),
+                Stream::Tls(_) | Stream::Detached(_) => ready,
             },
-            Stream::Tls(_) | Stream::Detached(_) => Ok(()),
+            Stream::Tls(_) | Stream::Detached(_) => ready,
         }
     }
 

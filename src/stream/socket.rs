@@ -68,10 +68,12 @@ impl Socket {
         SockRef::from(self.io.get_ref())
     }
 
-    /// Waits until the socket has data or end of file, without reading.
-    pub async fn readable(&self) -> io::Result<()> {
-        let _ready = self.io.readable().await?;
-        Ok(())
+    /// Ready once the socket has data or end of file, without reading.
+    /// The waker goes into the runtime's slot for the socket's reader, not
+    /// into a waiter the caller's future must hold: an idle client's task
+    /// carries no room for it.
+    pub fn poll_readable(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.io.poll_read_ready(cx).map_ok(|_ready| ())
     }
 
     /// Peeks at the next byte through the runtime's readiness: `WouldBlock`

@@ -87,8 +87,9 @@ pub struct Meter<'a> {
     epoch: Instant,
     /// When the counters were last handed over, in ns after `epoch`.
     last_flush_ns: u64,
-    /// Totals for the session's log line.
-    pub total: SessionTransfer,
+    /// Bytes client → server and server → client in all, for the
+    /// session's log line (only these: every idle client keeps a meter).
+    pub total: [u64; 2],
 }
 
 impl<'a> Meter<'a> {
@@ -104,7 +105,7 @@ impl<'a> Meter<'a> {
             exchange_bytes: 0,
             epoch: Instant::now(),
             last_flush_ns: 0,
-            total: SessionTransfer::default(),
+            total: [0; 2],
         }
     }
 
@@ -174,7 +175,8 @@ impl<'a> Meter<'a> {
         }
         self.stats
             .session(self.classes, self.database, &self.pending);
-        self.total.merge(&self.pending);
+        self.total[0] += self.pending.bytes_in;
+        self.total[1] += self.pending.bytes_out;
         self.pending = SessionTransfer::default();
         self.last_flush_ns = self.epoch.elapsed().as_nanos() as u64;
     }

@@ -16,6 +16,7 @@ pub mod settings;
 pub mod statements;
 
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -41,142 +42,139 @@ use settings::ClientSettings;
 use statements::ClientStatements;
 
 /// Serves a logged-in client in transaction or statement pooling until it leaves.
-pub(super) async fn serve(
-    session: Session,
-    stream: &mut Stream,
-    buf: &mut FrameBuf,
-    pooler: &Arc<Pooler>,
-) -> Result<(), ClientError> {
-    let Session {
-        pool_mode,
-        mut lease,
-        params,
-        extras,
-        cancel_key,
-        _permit,
-        entry,
-        user,
-        database,
-        transport,
-        auth,
-        client_id,
-        carried,
-    } = session;
-    let pool = match &lease {
-        Some(l) => l.pool().clone(),
-        None => pooler.pool_for(&database, &user)?,
-    };
-    let config = pooler.config();
-    // A followed parameter must be one the server reports: the pooler
-    // learns a client's SET of it from ParameterStatus. A SET of any other
-    // parameter (even one listed in track_parameters) pins instead.
-    // The names as of login, shared with the login's set rather than
-    // copied: thousands of idle clients each kept a dozen strings here.
-    let reported = Arc::clone(&params);
-    let tracked = |name: &str| {
-        config.pool.is_tracked(name) && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
-    };
-    let watch = Stop::new(pooler.terminate_token(), &pool, &entry);
-    // One watch for the client's whole life, instead of a fresh
-    // cancellation future (a waiter registration) per transaction; gated,
-    // so the wakes for the sockets do not poll it.
-    let stop = Gated::new(watch.stopped());
-    tokio::pin!(stop);
-    // A takeover's hand-over wakes the idle clients that may move; one
-    // registration for the client's life, as `stop`.
-    let moving = pooler.handoff.started();
-    tokio::pin!(moving);
-    let mut moving_seen = false;
-    let mut client = Between {
-        pooler,
-        pool: &pool,
-        entry: &entry,
-        cancel_key: &cancel_key,
-        database: &database,
-        client_class: Class::client(transport, stream.is_tls(), Some(auth)),
-        client_id,
-        statement_mode: pool_mode == PoolMode::Statement,
-        idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
-        max_prepared: config.pool.max_prepared_statements,
-        tracked: &tracked,
-        rewriter: Rewriter {
-            registry: &pooler.statements,
-            manage: config.pool.max_prepared_statements > 0,
-            budget: config.pool.prepared_statement_bytes,
-            client_budget: config.pool.prepared_statement_bytes_per_client,
+// Not an async fn: see the block's comment (rust-lang/rust#62958).
+#[allow(clippy::manual_async_fn)]
+pub(super) fn serve<'a>(
+    mut session: Session,
+    stream: &'a mut Stream,
+    buf: &'a mut FrameBuf,
+    pooler: &'a Arc<Pooler>,
+) -> impl std::future::Future<Output = Result<(), ClientError>> + Send + 'a {
+    // A block, not an async fn, and the session read in place, never taken
+    // apart: an async fn keeps a second copy of its arguments for the
+    // client's whole life, and so would locals moved out of the session.
+    async move {
+        let pool = match &session.lease {
+            Some(l) => l.pool().clone(),
+            None => pooler.pool_for(&session.database, &session.user)?,
+        };
+        let config = pooler.config();
+        // A followed parameter must be one the server reports: the pooler
+        // learns a client's SET of it from ParameterStatus. A SET of any other
+        // parameter (even one listed in track_parameters) pins instead.
+        // The names as of login, shared with the login's set rather than
+        // copied: thousands of idle clients each kept a dozen strings here.
+        let reported = Arc::clone(&session.params);
+        let tracked = |name: &str| {
+            config.pool.is_tracked(name)
+                && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
+        };
+        let watch = Stop::new(pooler.terminate_token(), &pool, &session.entry);
+        // One watch for the client's whole life, instead of a fresh
+        // cancellation future (a waiter registration) per transaction; gated,
+        // so the wakes for the sockets do not poll it.
+        let stop = Gated::new(watch.stopped());
+        tokio::pin!(stop);
+        // A takeover's hand-over wakes the idle clients that may move; one
+        // registration for the client's life, as `stop`.
+        let moving = pooler.handoff.started();
+        tokio::pin!(moving);
+        let mut moving_seen = false;
+        let mut client = Between {
+            pooler,
+            pool: &pool,
+            entry: &session.entry,
+            cancel_key: &session.cancel_key,
+            database: &session.database,
+            client_class: Class::client(session.transport, stream.is_tls(), Some(session.auth)),
+            client_id: session.client_id,
+            statement_mode: session.pool_mode == PoolMode::Statement,
+            idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
+            max_prepared: config.pool.max_prepared_statements,
             tracked: &tracked,
-        },
-        strings: relay::client_strings(Some(&params)),
-        params,
-        settings: ClientSettings::new(extras),
-        statements: ClientStatements::default(),
-        meter: None,
-        scan: Scanner::new(),
-        pin: None,
-        stays: false,
-    };
-    client.restore(carried);
-    let mut transactions: u64 = 0;
-    let end = loop {
-        if lease.is_none() {
-            // A takeover's new process serves it from here on.
-            let who = moving::Who {
-                user: &user,
-                transport,
-                auth,
-            };
-            if client.movable_now(stream, buf) && Box::pin(client.hand_over(stream, buf, who)).await
-            {
-                return Ok(());
-            }
-            entry.set(ClientState::Idle, None);
-            let may_move = !moving_seen && client.outbox(stream).is_some();
-            // Not boxed: the wait and the (boxed) transaction are never live
-            // together, so their room in this future overlaps, and a box
-            // would cost an allocation per transaction and save nothing.
-            let waiting = wait_for_client(
-                stream,
-                buf,
-                &client.scan,
-                stop.as_mut(),
-                may_move.then_some(moving.as_mut()),
-            );
-            match waiting.await {
-                Waited::Message => {}
-                Waited::Move => {
-                    // Started (it resolves once): from here every idle
-                    // point tries the hand-over before it waits.
-                    moving_seen = true;
+            rewriter: Rewriter {
+                registry: &pooler.statements,
+                manage: config.pool.max_prepared_statements > 0,
+                budget: config.pool.prepared_statement_bytes,
+                client_budget: config.pool.prepared_statement_bytes_per_client,
+                tracked: &tracked,
+            },
+            strings: relay::client_strings(Some(&session.params)),
+            params: session.params.clone(),
+            settings: ClientSettings::new(std::mem::take(&mut session.extras)),
+            statements: ClientStatements::default(),
+            meter: None,
+            scan: Scanner::new(),
+            pin: None,
+            stays: false,
+        };
+        client.restore(session.carried.take());
+        let mut lease = session.lease.take();
+        let entry = &session.entry;
+        let mut transactions: u64 = 0;
+        let end = loop {
+            if lease.is_none() {
+                // A takeover's new process serves it from here on.
+                let who = moving::Who {
+                    user: &session.user,
+                    transport: session.transport,
+                    auth: session.auth,
+                };
+                if client.movable_now(stream, buf)
+                    && Box::pin(client.hand_over(stream, buf, who)).await
+                {
+                    return Ok(());
+                }
+                entry.set(ClientState::Idle, None);
+                let may_move = !moving_seen && client.outbox(stream).is_some();
+                // Not boxed: the wait and the (boxed) transaction are never live
+                // together, so their room in this future overlaps, and a box
+                // would cost an allocation per transaction and save nothing.
+                let waiting = wait_for_client(
+                    stream,
+                    buf,
+                    &client.scan,
+                    stop.as_mut(),
+                    may_move.then_some(moving.as_mut()),
+                );
+                match waiting.await {
+                    Waited::Message => {}
+                    Waited::Move => {
+                        // Started (it resolves once): from here every idle
+                        // point tries the hand-over before it waits.
+                        moving_seen = true;
+                        continue;
+                    }
+                    Waited::End(e) => break e,
+                }
+                if client.answer_ahead(stream, buf).await? {
                     continue;
                 }
-                Waited::End(e) => break e,
             }
-            if client.answer_ahead(stream, buf).await? {
-                continue;
+            // Boxed: an idle client need not carry room for a transaction's
+            // state (616 bytes; the copy into the box costs less than the
+            // memory saved across thousands of idle clients).
+            let held = lease.take().map(|l| *l);
+            match Box::pin(client.transaction(held, stream, buf, stop.as_mut())).await? {
+                TxnEnd::Idle => transactions += 1,
+                TxnEnd::Ended(end) => break end,
             }
+        };
+        if let Some(m) = client.meter.as_mut() {
+            m.flush(None);
         }
-        // Boxed: an idle client need not carry room for a transaction's
-        // state (616 bytes; the copy into the box costs less than the
-        // memory saved across thousands of idle clients).
-        match Box::pin(client.transaction(lease.take(), stream, buf, stop.as_mut())).await? {
-            TxnEnd::Idle => transactions += 1,
-            TxnEnd::Ended(end) => break end,
-        }
-    };
-    if let Some(m) = client.meter.as_mut() {
-        m.flush(None);
+        entry.set(ClientState::Closing, None);
+        tracing::info!(
+            user = %session.user,
+            database = %session.database,
+            transactions,
+            pinned = client.pin.take().map(Pin::describe),
+            end = ?end,
+            "client session ended"
+        );
+        let stopped = watch.is_stopped();
+        super::session::end_result(end, stopped)
     }
-    entry.set(ClientState::Closing, None);
-    tracing::info!(
-        user = %user,
-        database = %database,
-        transactions,
-        pinned = client.pin.take().map(Pin::describe),
-        end = ?end,
-        "client session ended"
-    );
-    let stopped = watch.is_stopped();
-    super::session::end_result(end, stopped)
 }
 
 /// What a transaction-mode client keeps between transactions, which each
@@ -352,20 +350,27 @@ async fn wait_for_client(
     moving: Option<std::pin::Pin<&mut impl std::future::Future<Output = ()>>>,
 ) -> Waited {
     if buf.is_empty() {
-        // Idle clients may be many: hold no read buffer while waiting.
+        // Idle clients may be many: hold no read buffer while waiting, and
+        // no waiter for the socket (a select over futures would keep one in
+        // this future).
         buf.shed();
-        let ready = tokio::select! {
-            r = stream.wait_readable() => r,
-            why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
-            () = async {
-                match moving {
-                    Some(m) => m.await,
-                    None => std::future::pending().await,
+        let mut moving = moving;
+        let idle = std::future::poll_fn(|cx| {
+            if let Poll::Ready(why) = stop.as_mut().poll(cx) {
+                return Poll::Ready(Some(Waited::End(RelayEnd::BackendGone(why.into()))));
+            }
+            if let Some(m) = moving.as_mut() {
+                if m.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Some(Waited::Move));
                 }
-            } => return Waited::Move,
-        };
-        if ready.is_err() {
-            return Waited::End(RelayEnd::ClientGone);
+            }
+            stream.poll_readable(cx).map(|r| match r {
+                Ok(()) => None,
+                Err(_) => Some(Waited::End(RelayEnd::ClientGone)),
+            })
+        });
+        if let Some(waited) = idle.await {
+            return waited;
         }
     }
     // A backend is taken only for a whole message (or the head of one too
