@@ -190,7 +190,7 @@ impl Pooler {
             client_slots_total: snapshot.config.pool.max_client_conn,
             current: RwLock::new(Arc::new(snapshot)),
             reloading: tokio::sync::Mutex::new(()),
-            pools: PoolRegistry::new(stats.clone(), terminate.clone()),
+            pools: PoolRegistry::new(stats.clone()),
             cancels: Arc::new(CancelRegistry::new(instance_id)),
             stats,
             clients: Arc::new(ClientRegistry::default()),
@@ -308,6 +308,12 @@ impl Pooler {
         &self.mock_seed
     }
 
+    /// KILL of `pool`: its sessions end (57P01) and its idle backends close.
+    pub fn kill_pool(&self, pool: &Pool) {
+        self.clients.end_pool(pool.identity());
+        pool.kill();
+    }
+
     /// A fresh connection id.
     pub fn next_client_id(&self) -> u64 {
         self.client_ids
@@ -323,6 +329,7 @@ impl Pooler {
     pub fn terminate_sessions(&self) {
         self.stop_accepting.cancel();
         self.terminate.cancel();
+        self.clients.end_all(crate::registry::End::Shutdown);
         self.pools.close_all();
     }
 }

@@ -121,7 +121,7 @@ pub async fn kill(pooler: &Pooler, db: &str, _: &Admin) -> Result<(), PgError> {
     let pools = target_pools(pooler, Some(db), "kill")?;
     tracing::info!(database = db, "KILL: ending every session on the database");
     for pool in &pools {
-        pool.kill();
+        pooler.kill_pool(pool);
     }
     // Pausing starts at once; waiting for the killed sessions to hand their
     // backends back is bounded, so KILL itself never hangs.

@@ -159,11 +159,8 @@ fn restore(
         cancel_key,
         _permit: permit,
         entry,
-        user: moved.user,
-        database: moved.database,
         transport,
         auth: moved.auth,
-        client_id: id,
         carried: Some(Box::new(Carried {
             session: moved.session,
             statements,

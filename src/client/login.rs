@@ -315,11 +315,8 @@ pub(super) async fn attach(
         cancel_key,
         _permit: permit,
         entry,
-        user,
-        database,
         transport: ctx.transport,
         auth,
-        client_id: ctx.id,
         carried: None,
     })
 }
@@ -333,10 +330,11 @@ async fn acquire(
     timings: &mut LoginTimings,
 ) -> Result<Lease, ClientError> {
     let wait_started = Instant::now();
-    // KILL_CLIENT reaches a client still waiting for its first backend too.
+    // KILL_CLIENT (and shutdown) reach a client still waiting for its
+    // first backend too.
     let mut lease = tokio::select! {
         l = pool.acquire(client, app_name_hint) => l?,
-        _ = client.kill_token().cancelled() => return Err(ClientError::Shutdown),
+        _ = client.signals().end_wait() => return Err(ClientError::Shutdown),
     };
     let acquired = Instant::now();
     timings.backend_wait = acquired - wait_started;

@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::gate::Gated;
 use super::relay::{self, Mode, TxnEnd};
 use super::stop::Stop;
 use super::txn::statements::ClientStatements;
@@ -34,14 +33,11 @@ pub(super) struct Session {
     pub(super) extras: Vec<(String, String)>,
     pub(super) cancel_key: CancelKey,
     pub(super) _permit: OwnedSemaphorePermit,
+    /// Its registry entry, which also holds its user and database.
     pub(super) entry: ClientEntry,
-    pub(super) user: String,
-    pub(super) database: String,
     pub(super) transport: Transport,
     /// How the client authenticated (its statistics class).
     pub(super) auth: AuthKind,
-    /// The connection id (whose statements a backend holds).
-    pub(super) client_id: u64,
     /// What a client handed over by a takeover brings besides (None at login).
     pub(super) carried: Option<Box<super::txn::moving::Carried>>,
 }
@@ -72,10 +68,10 @@ impl Session {
         pooler: &Arc<Pooler>,
     ) -> Result<(), ClientError> {
         let mut scan = Scanner::new();
-        let stop = Stop::new(pooler.terminate_token(), lease.pool(), &self.entry);
+        let stop = Stop::new(lease.pool(), &self.entry);
         let client_class = Class::client(self.transport, stream.is_tls(), Some(self.auth));
         let classes = [client_class, lease.backend().class()];
-        let mut meter = Meter::new(&pooler.stats, classes, &self.database);
+        let mut meter = Meter::new(&pooler.stats, classes, self.entry.database());
         meter.assigned(lease.waited());
         // Session pooling renames nothing: the client's names are the server's.
         let mut statements = ClientStatements::default();
@@ -85,7 +81,7 @@ impl Session {
             idle_tx_timeout: None,
             rewriter: None,
             client_params: None,
-            client_id: self.client_id,
+            client_id: self.entry.id(),
             statements: &mut statements,
             strings: Default::default(),
         };
@@ -102,7 +98,7 @@ impl Session {
             );
             tokio::select! {
                 (r, _) = relay => r,
-                why = Gated::new(stop.stopped()) => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
+                why = stop.stopped() => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
             }
         };
         let end = match end {
@@ -115,8 +111,8 @@ impl Session {
         self.cancel_key.slot.set(None);
         let shutting_down = stop.is_stopped();
         tracing::info!(
-            user = %self.user,
-            database = %self.database,
+            user = self.entry.user(),
+            database = self.entry.database(),
             to_server = meter.total[0],
             to_client = meter.total[1],
             end = ?end,

@@ -1,51 +1,33 @@
 //! What ends a session from outside (shutdown, KILL of its pool,
-//! KILL_CLIENT), as one token to watch and the reason it fired.
-//!
-//! The relay polls what it waits on at every wake; three cancellation
-//! futures there cost a waiter-list lock each, twice per transaction.
+//! KILL_CLIENT): the signals of its registry entry, which the sender of
+//! each event raises (see [`crate::registry::signals`]).
 
-use tokio_util::sync::CancellationToken;
+use std::future::Future;
 
 use crate::pool::Pool;
-use crate::registry::ClientEntry;
+use crate::registry::{ClientEntry, End};
 
 /// The session's stop signal.
-pub(super) struct Stop {
-    token: CancellationToken,
-    shutdown: CancellationToken,
-    pool: CancellationToken,
-}
+pub(super) struct Stop<'e>(&'e ClientEntry);
 
-impl Stop {
-    /// Watches `shutdown`, `pool`'s KILL and KILL_CLIENT of `entry`.
-    pub(super) fn new(shutdown: CancellationToken, pool: &Pool, entry: &ClientEntry) -> Stop {
-        let pool = pool.kill_token();
-        Stop {
-            token: entry.attach(&pool),
-            shutdown,
-            pool,
-        }
+impl<'e> Stop<'e> {
+    /// Watches `entry`'s signals, with the session attached to `pool` so
+    /// that a KILL of the pool reaches it.
+    pub(super) fn new(pool: &Pool, entry: &'e ClientEntry) -> Stop<'e> {
+        entry.attach(pool.identity());
+        Stop(entry)
     }
 
-    /// Resolves once the session must end, with why.
-    pub(super) async fn stopped(&self) -> &'static str {
-        self.token.cancelled().await;
-        self.why()
+    /// Resolves once the session must end, with why. Polling it is an
+    /// atomic load while nothing is raised, so the relay polls it at every
+    /// wake without a gate.
+    pub(super) fn stopped(&self) -> impl Future<Output = &'static str> + Unpin + Send + 'e {
+        let signals = self.0.signals();
+        std::future::poll_fn(move |cx| signals.poll_end(cx).map(End::reason))
     }
 
     /// Whether the session must end.
     pub(super) fn is_stopped(&self) -> bool {
-        self.token.is_cancelled()
-    }
-
-    /// Why the session must end (meaningful once [`Stop::is_stopped`]).
-    fn why(&self) -> &'static str {
-        if self.shutdown.is_cancelled() {
-            "shutdown"
-        } else if self.pool.is_cancelled() {
-            "killed"
-        } else {
-            "KILL_CLIENT"
-        }
+        self.0.signals().ended().is_some()
     }
 }

@@ -128,9 +128,13 @@ async fn stop_accepting(
         }
         if let Ok(Some(conn)) = task.await {
             match pooler.handoff.open(conn) {
-                Ok(()) => tracing::info!(
-                    "takeover: handing idle transaction-pooling clients to the new process"
-                ),
+                Ok(()) => {
+                    // Idle sessions wake for it and move.
+                    pooler.clients.start_moving_all();
+                    tracing::info!(
+                        "takeover: handing idle transaction-pooling clients to the new process"
+                    )
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "takeover: clients cannot be handed over; they drain here")
                 }

@@ -66,7 +66,6 @@ impl PoolRegistry {
                 limits,
                 stats: self.stats.clone(),
                 backend_ids: self.backend_ids.clone(),
-                sessions_end: self.sessions_end.clone(),
                 startup_params: db.conninfo.startup_params(),
             };
             Pool::new(

@@ -91,11 +91,6 @@ pub struct Pool {
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
     paused: watch::Sender<bool>,
-    /// Cancelled by KILL: every session on this pool ends. A child of
-    /// `sessions_end`.
-    kill: Mutex<CancellationToken>,
-    /// The pooler's "every session ends" token, parent of `kill`.
-    sessions_end: CancellationToken,
     /// Stops the maintenance task.
     stop: CancellationToken,
 }
@@ -113,9 +108,6 @@ pub struct PoolSettings {
     pub stats: Arc<Stats>,
     /// Where backend ids come from (one source per pooler).
     pub backend_ids: Arc<BackendIds>,
-    /// Cancelled when every session must end (the pool's KILL token is
-    /// its child).
-    pub sessions_end: CancellationToken,
 }
 
 impl Pool {
@@ -177,8 +169,6 @@ impl Pool {
             tuning,
             waiting: AtomicUsize::new(0),
             paused,
-            kill: Mutex::new(settings.sessions_end.child_token()),
-            sessions_end: settings.sessions_end,
             stop,
         })
     }
@@ -262,24 +252,17 @@ impl Pool {
         *self.paused.borrow()
     }
 
-    /// Ends every session on this pool (their clients get 57P01) and closes
-    /// its backends; new clients are served by fresh backends.
+    /// KILL: closes the backends idle in the pool; the sessions on it are
+    /// ended through the client registry ([`crate::pooler::Pooler::kill_pool`]).
+    /// New clients are served by fresh backends.
     pub fn kill(&self) {
-        let fresh = self.sessions_end.child_token();
-        let old = match self.kill.lock() {
-            Ok(mut k) => std::mem::replace(&mut *k, fresh),
-            Err(p) => std::mem::replace(&mut *p.into_inner(), fresh),
-        };
-        old.cancel();
         self.close_idle();
     }
 
-    /// Cancelled when the pool is KILLed or every session must end.
-    pub fn kill_token(&self) -> CancellationToken {
-        match self.kill.lock() {
-            Ok(k) => k.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+    /// The pool's identity while it lives (its address, never 0), by which
+    /// the client registry knows which sessions a KILL ends.
+    pub fn identity(&self) -> usize {
+        self as *const Pool as usize
     }
 
     /// Closes the backends sitting idle in the pool.

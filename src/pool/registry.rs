@@ -3,8 +3,6 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use tokio_util::sync::CancellationToken;
-
 use super::{LimitGroup, Pool, PoolKey};
 use crate::auth::SaltedPasswordCache;
 use crate::backend::BackendIds;
@@ -21,9 +19,6 @@ pub struct PoolRegistry {
     pub(super) scram_cache: Arc<SaltedPasswordCache>,
     /// Backend ids, unique across the pools.
     pub(super) backend_ids: Arc<BackendIds>,
-    /// Cancelled when every session must end: each pool's KILL token is
-    /// its child, so a session watches one token for both.
-    pub(super) sessions_end: CancellationToken,
     pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
     /// `max_db_connections`, by database name.
     db_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
@@ -32,12 +27,10 @@ pub struct PoolRegistry {
 }
 
 impl PoolRegistry {
-    /// No pools yet; every pool will count into `stats`, and its sessions
-    /// end when `sessions_end` is cancelled.
-    pub fn new(stats: Arc<Stats>, sessions_end: CancellationToken) -> PoolRegistry {
+    /// No pools yet; every pool will count into `stats`.
+    pub fn new(stats: Arc<Stats>) -> PoolRegistry {
         PoolRegistry {
             stats,
-            sessions_end,
             scram_cache: Arc::new(SaltedPasswordCache::new(SCRAM_CACHE_ENTRIES)),
             backend_ids: Arc::default(),
             pools: Mutex::default(),

@@ -8,13 +8,13 @@
 //! no clock), so SHOW CLIENTS `wait` and SHOW POOLS `maxwait` are computed
 //! when they are asked for.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::collections::{BTreeMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use tokio_util::sync::CancellationToken;
-
+use super::signals::{End, Signals, MOVING};
 use crate::listener::Transport;
 
 /// Where a client is in its life; reported by the admin console.
@@ -82,51 +82,111 @@ pub struct ClientInfo {
     pub wait: Option<Duration>,
 }
 
-/// What a client is doing now, updated without the registry's lock.
+/// One client's entry: what it logged in with, and what it is doing now,
+/// updated without the registry's lock. The session reads its user and
+/// database here too, so each is kept once per client.
 #[derive(Debug)]
 struct Live {
+    id: u64,
+    /// Interned: thousands of clients share a few names.
+    user: Arc<str>,
+    database: Arc<str>,
+    transport: Transport,
+    tls: bool,
+    peer: Peer,
+    connected_at: SystemTime,
+    application_name: Option<Box<str>>,
     state: AtomicU8,
     /// Backend id, 0 for none (ids start at 1).
     backend: AtomicU64,
-    /// Cancelled by KILL_CLIENT: the session ends (57P01).
-    kill: CancellationToken,
-    /// The token the session watches once it has a pool (see
-    /// [`ClientEntry::attach`]); KILL_CLIENT cancels it too.
-    session: Mutex<Option<CancellationToken>>,
-    /// When its wait for a backend began, in ns after `epoch` plus one
-    /// (0: not waiting).
+    /// When its wait for a backend began, in ns after the registry's
+    /// epoch plus one (0: not waiting).
     wait_since: AtomicU64,
-    epoch: Instant,
+    /// What tells the session to end or move.
+    signals: Signals,
+    /// The pool the session draws its backends from (see
+    /// [`ClientEntry::attach`]), 0 before it has one.
+    pool: AtomicUsize,
 }
 
 impl Live {
-    fn kill(&self) {
-        // The login token first: an attach that runs after this sees it.
-        self.kill.cancel();
-        if let Some(t) = lock(&self.session).as_ref() {
-            t.cancel();
-        }
-    }
-
     fn store(&self, state: ClientState, backend: Option<u64>) {
         self.state.store(state as u8, Ordering::Relaxed);
         self.backend.store(backend.unwrap_or(0), Ordering::Relaxed);
     }
 
-    fn fill(&self, info: &mut ClientInfo, now: Instant) {
-        info.state = ClientState::from_u8(self.state.load(Ordering::Relaxed));
-        info.backend = Some(self.backend.load(Ordering::Relaxed)).filter(|b| *b != 0);
-        info.wait = match self.wait_since.load(Ordering::Relaxed) {
-            0 => None,
-            since => {
-                let waited = now.saturating_duration_since(self.epoch);
-                Some(waited.saturating_sub(Duration::from_nanos(since - 1)))
-            }
-        };
+    fn info(&self, epoch: Instant, now: Instant) -> ClientInfo {
+        ClientInfo {
+            id: self.id,
+            user: self.user.to_string(),
+            database: self.database.to_string(),
+            transport: self.transport,
+            tls: self.tls,
+            peer: match &self.peer {
+                Peer::Addr(a) => a.to_string(),
+                Peer::Named(n) => n.to_string(),
+            },
+            connected_at: self.connected_at,
+            state: ClientState::from_u8(self.state.load(Ordering::Relaxed)),
+            backend: Some(self.backend.load(Ordering::Relaxed)).filter(|b| *b != 0),
+            application_name: self.application_name.as_deref().map(str::to_string),
+            wait: match self.wait_since.load(Ordering::Relaxed) {
+                0 => None,
+                since => {
+                    let waited = now.saturating_duration_since(epoch);
+                    Some(waited.saturating_sub(Duration::from_nanos(since - 1)))
+                }
+            },
+        }
     }
 }
 
-type Entries = BTreeMap<u64, (ClientInfo, Arc<Live>)>;
+/// Where a client is: a TCP address kept as one (no string per client), or
+/// a name (the Unix socket's path, shared by its clients, or whatever a
+/// takeover brought).
+#[derive(Debug)]
+enum Peer {
+    Addr(SocketAddr),
+    Named(Arc<str>),
+}
+
+/// The entries, the names they share, and the signals every session gets,
+/// including the ones that register later.
+#[derive(Debug, Default)]
+struct Entries {
+    by_id: BTreeMap<u64, Arc<Live>>,
+    names: HashSet<Arc<str>>,
+    everyone: u8,
+}
+
+impl Entries {
+    /// `name`, shared with every entry that has it.
+    fn intern(&mut self, name: &str) -> Arc<str> {
+        if let Some(n) = self.names.get(name) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(name);
+        self.names.insert(n.clone());
+        n
+    }
+
+    /// Forgets `name` once no entry but the departing one (`live`) has it.
+    fn release(&mut self, name: &Arc<str>) {
+        // The set's reference and the departing entry's.
+        if Arc::strong_count(name) <= 2 {
+            self.names.remove(name);
+        }
+    }
+
+    fn remove(&mut self, live: &Live) {
+        self.by_id.remove(&live.id);
+        self.release(&live.user);
+        self.release(&live.database);
+        if let Peer::Named(n) = &live.peer {
+            self.release(n);
+        }
+    }
+}
 
 /// Every logged-in client.
 #[derive(Debug)]
@@ -154,20 +214,38 @@ impl ClientRegistry {
     }
 
     /// Adds a client; it is removed when the returned entry is dropped.
+    /// Its user, database, peer and application_name are kept here (the
+    /// session reads them from the entry); its state and backend come from
+    /// `info` too, the rest of `info` is ignored.
     pub fn register(self: &Arc<Self>, info: ClientInfo) -> ClientEntry {
         let id = info.id;
-        let live = Arc::new(Live {
+        let live = |m: &mut Entries| Live {
+            id,
+            user: m.intern(&info.user),
+            database: m.intern(&info.database),
+            transport: info.transport,
+            tls: info.tls,
+            peer: match info.peer.parse() {
+                Ok(addr) => Peer::Addr(addr),
+                Err(_) => Peer::Named(m.intern(&info.peer)),
+            },
+            connected_at: info.connected_at,
+            application_name: info.application_name.map(String::into_boxed_str),
             state: AtomicU8::new(info.state as u8),
             backend: AtomicU64::new(info.backend.unwrap_or(0)),
-            kill: CancellationToken::new(),
-            session: Mutex::default(),
             wait_since: AtomicU64::new(0),
-            epoch: self.epoch,
+            signals: Signals::with(m.everyone),
+            pool: AtomicUsize::new(0),
+        };
+        // Made under the lock: a signal to everyone is either in `everyone`
+        // already or raised on this entry by the walk that follows it.
+        let live = self.with(|m| {
+            let live = Arc::new(live(m));
+            m.by_id.insert(id, live.clone());
+            live
         });
-        self.with(|m| m.insert(id, (info, live.clone())));
         ClientEntry {
             registry: self.clone(),
-            id,
             live,
         }
     }
@@ -175,20 +253,50 @@ impl ClientRegistry {
     /// KILL_CLIENT: tells client `id`'s session to end; false when no such
     /// client is logged in.
     pub fn kill(&self, id: u64) -> bool {
-        let live = self.with(|m| m.get(&id).map(|(_, live)| live.clone()));
-        live.map(|l| l.kill()).is_some()
+        let live = self.with(|m| m.by_id.get(&id).cloned());
+        live.map(|l| l.signals.end(End::KillClient)).is_some()
+    }
+
+    /// Tells every session, and every one that logs in from now on, to end
+    /// (shutdown).
+    pub fn end_all(&self, why: End) {
+        self.signal_all(why.bit());
+    }
+
+    /// Tells every session, and every one that logs in from now on, that a
+    /// takeover's hand-over has started.
+    pub fn start_moving_all(&self) {
+        self.signal_all(MOVING);
+    }
+
+    fn signal_all(&self, bits: u8) {
+        self.with(|m| {
+            m.everyone |= bits;
+            for live in m.by_id.values() {
+                live.signals.raise(bits);
+            }
+        });
+    }
+
+    /// KILL of a pool: tells the sessions attached to pool `pool` (see
+    /// [`ClientEntry::attach`]) to end; those that attach later are not.
+    pub fn end_pool(&self, pool: usize) {
+        self.with(|m| {
+            for live in m.by_id.values() {
+                if live.pool.load(Ordering::Acquire) == pool {
+                    live.signals.end(End::PoolKilled);
+                }
+            }
+        });
     }
 
     /// A copy of every entry, with waits as of now.
     pub fn list(&self) -> Vec<ClientInfo> {
         let now = Instant::now();
         self.with(|m| {
-            m.values()
-                .map(|(info, live)| {
-                    let mut info = info.clone();
-                    live.fill(&mut info, now);
-                    info
-                })
+            m.by_id
+                .values()
+                .map(|live| live.info(self.epoch, now))
                 .collect()
         })
     }
@@ -197,15 +305,23 @@ impl ClientRegistry {
 /// A client's place in the registry, for as long as the session lives.
 pub struct ClientEntry {
     registry: Arc<ClientRegistry>,
-    id: u64,
     live: Arc<Live>,
 }
 
 impl ClientEntry {
-    /// What the client logged in with (its peer, application_name...).
-    pub fn info(&self) -> Option<ClientInfo> {
-        self.registry
-            .with(|m| m.get(&self.id).map(|(info, _)| info.clone()))
+    /// What the client logged in with and is doing now.
+    pub fn info(&self) -> ClientInfo {
+        self.live.info(self.registry.epoch, Instant::now())
+    }
+
+    /// The role the client logged in as.
+    pub fn user(&self) -> &str {
+        &self.live.user
+    }
+
+    /// The database the client asked for.
+    pub fn database(&self) -> &str {
+        &self.live.database
     }
 
     /// Records what the client is doing now.
@@ -213,67 +329,57 @@ impl ClientEntry {
         self.live.store(state, backend);
     }
 
-    /// Cancelled when KILL_CLIENT names this client.
-    pub fn kill_token(&self) -> &CancellationToken {
-        &self.live.kill
+    /// What tells the session to end or to move.
+    pub fn signals(&self) -> &Signals {
+        &self.live.signals
     }
 
-    /// One token for the rest of the session, cancelled by KILL_CLIENT and
-    /// by whatever cancels `parent` (the pool's KILL token, itself a child
-    /// of shutdown): the relay then watches one token instead of three.
-    pub fn attach(&self, parent: &CancellationToken) -> CancellationToken {
-        let token = parent.child_token();
-        *lock(&self.live.session) = Some(token.clone());
-        if self.live.kill.is_cancelled() {
-            token.cancel();
-        }
-        token
+    /// Records the pool the session draws its backends from (an identity
+    /// the pool gives, never 0): a KILL of that pool ends the session.
+    pub fn attach(&self, pool: usize) {
+        self.live.pool.store(pool, Ordering::Release);
     }
 
     /// The client's connection id.
     pub fn id(&self) -> u64 {
-        self.id
+        self.live.id
     }
 
     /// Records that the client starts waiting for a backend now; the wait
     /// ends when the returned guard is dropped (got one, gave up, or the
     /// checkout was cancelled).
     pub fn waiting(&self) -> Waiting<'_> {
-        let ns = self.live.epoch.elapsed().as_nanos() as u64 + 1;
+        let ns = self.registry.epoch.elapsed().as_nanos() as u64 + 1;
         self.live.wait_since.store(ns, Ordering::Relaxed);
-        Waiting(&self.live)
+        Waiting(self)
     }
 }
 
 /// A client's wait for a backend, in progress (see [`ClientEntry::waiting`]).
-pub struct Waiting<'e>(&'e Live);
+pub struct Waiting<'e>(&'e ClientEntry);
 
 impl Waiting<'_> {
     /// How long the wait has lasted so far.
     pub fn elapsed(&self) -> Duration {
-        let since = self.0.wait_since.load(Ordering::Relaxed).saturating_sub(1);
+        let since = self.0.live.wait_since.load(Ordering::Relaxed);
         self.0
+            .registry
             .epoch
             .elapsed()
-            .saturating_sub(Duration::from_nanos(since))
+            .saturating_sub(Duration::from_nanos(since.saturating_sub(1)))
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.wait_since.store(0, Ordering::Relaxed);
+        self.0.live.wait_since.store(0, Ordering::Relaxed);
     }
 }
 
 impl Drop for ClientEntry {
     fn drop(&mut self) {
-        self.registry.with(|m| m.remove(&self.id));
+        self.registry.with(|m| m.remove(&self.live));
     }
-}
-
-/// A poisoned lock still guards a usable token.
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
@@ -317,17 +423,17 @@ mod tests {
         for s in ClientState::ALL {
             assert_eq!(ClientState::from_u8(s as u8), s);
         }
-        assert!(!entry.kill_token().is_cancelled());
+        assert_eq!(entry.signals().ended(), None);
         assert!(!r.kill(4), "no client 4");
         assert!(r.kill(3));
-        assert!(entry.kill_token().is_cancelled());
+        assert_eq!(entry.signals().ended(), Some(End::KillClient));
         drop(entry);
         assert!(r.list().is_empty());
         assert!(!r.kill(3), "gone");
     }
 
     #[test]
-    fn the_attached_token_ends_with_its_parent_or_kill_client() {
+    fn kill_of_a_pool_reaches_its_sessions_and_shutdown_reaches_everyone() {
         let r = Arc::new(ClientRegistry::default());
         let info = |id| ClientInfo {
             id,
@@ -342,17 +448,67 @@ mod tests {
             application_name: None,
             wait: None,
         };
-        let pool = CancellationToken::new();
-        let a = r.register(info(1));
-        let b = r.register(info(2));
-        let (ta, tb) = (a.attach(&pool), b.attach(&pool));
-        assert!(r.kill(1));
-        assert!(ta.is_cancelled() && !tb.is_cancelled() && !pool.is_cancelled());
-        pool.cancel();
-        assert!(tb.is_cancelled());
-        // Killed before its pool was known: the token it attaches is born cancelled.
-        let c = r.register(info(3));
+        let (a, b, c) = (
+            r.register(info(1)),
+            r.register(info(2)),
+            r.register(info(3)),
+        );
+        a.attach(10);
+        b.attach(20);
         assert!(r.kill(3));
-        assert!(c.attach(&CancellationToken::new()).is_cancelled());
+        r.end_pool(10);
+        let ended = |e: &ClientEntry| e.signals().ended();
+        assert_eq!(ended(&a), Some(End::PoolKilled));
+        assert_eq!(ended(&b), None);
+        assert_eq!(ended(&c), Some(End::KillClient));
+        // Attached after the KILL: the fresh backends serve it.
+        let d = r.register(info(4));
+        d.attach(10);
+        assert_eq!(ended(&d), None);
+        r.start_moving_all();
+        assert_eq!(ended(&d), None, "moving is no reason to end");
+        r.end_all(End::Shutdown);
+        for e in [&a, &b, &c, &d] {
+            assert_eq!(ended(e), Some(End::Shutdown));
+        }
+        // Logged in after the shutdown began: ended from the start.
+        let late = r.register(info(5));
+        assert_eq!(ended(&late), Some(End::Shutdown));
+        assert_eq!((late.user(), late.database(), late.id()), ("u", "d", 5));
+    }
+
+    #[test]
+    fn names_are_kept_once_and_forgotten_with_their_last_client() {
+        let r = Arc::new(ClientRegistry::default());
+        let info = |id, peer: &str| ClientInfo {
+            id,
+            user: "alice".into(),
+            database: "app".into(),
+            transport: Transport::LoopbackTcp,
+            tls: false,
+            peer: peer.into(),
+            connected_at: SystemTime::now(),
+            state: ClientState::Idle,
+            backend: None,
+            application_name: None,
+            wait: None,
+        };
+        let a = r.register(info(1, "127.0.0.1:5000"));
+        let b = r.register(info(2, "[::1]:6000"));
+        let c = r.register(info(3, "/tmp/.s.PGSQL.6432"));
+        let names = || r.with(|m| m.names.len());
+        assert_eq!(names(), 3, "alice, app and the socket path");
+        let peers: Vec<_> = r.list().into_iter().map(|i| i.peer).collect();
+        assert_eq!(
+            peers,
+            ["127.0.0.1:5000", "[::1]:6000", "/tmp/.s.PGSQL.6432"]
+        );
+        drop(c);
+        assert_eq!(names(), 2);
+        drop(a);
+        assert_eq!(names(), 2, "b still has them");
+        assert_eq!((b.user(), b.database()), ("alice", "app"));
+        drop(b);
+        assert_eq!(names(), 0);
     }
 }

@@ -8,9 +8,11 @@ pub mod cancel;
 pub mod clients;
 pub mod fleet;
 pub mod secrets;
+pub mod signals;
 pub mod statements;
 
 pub use cancel::{CancelKey, CancelRegistry, CancelSlot};
 pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState, Waiting};
 pub use secrets::SecretCache;
+pub use signals::{End, Signals};
 pub use statements::{Statement, StatementRegistry};

@@ -6,7 +6,7 @@ use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use tokio_openssl::SslStream as TlsStream;
 
@@ -300,12 +300,24 @@ pub enum ReadError {
 
 /// Reads once into the buffer's free space; cancel-safe (no bytes are lost if dropped).
 pub async fn fill<R: AsyncRead + Unpin>(r: &mut R, buf: &mut FrameBuf) -> Result<usize, ReadError> {
-    let n = r.read(buf.spare()).await?;
+    std::future::poll_fn(|cx| poll_fill(r, cx, buf)).await
+}
+
+/// [`fill`] as a poll, for a caller that waits on something else in the
+/// same poll without a future's state for each.
+pub fn poll_fill<R: AsyncRead + Unpin>(
+    r: &mut R,
+    cx: &mut Context<'_>,
+    buf: &mut FrameBuf,
+) -> Poll<Result<usize, ReadError>> {
+    let mut spare = ReadBuf::new(buf.spare());
+    std::task::ready!(Pin::new(r).poll_read(cx, &mut spare))?;
+    let n = spare.filled().len();
     if n == 0 {
-        return Err(ReadError::Eof);
+        return Poll::Ready(Err(ReadError::Eof));
     }
     buf.filled(n);
-    Ok(n)
+    Poll::Ready(Ok(n))
 }
 
 /// Reads until `frame` finds a whole frame in the buffer.

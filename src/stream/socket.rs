@@ -29,8 +29,9 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 #[derive(Debug)]
 pub struct Socket {
     io: AsyncFd<OwnedFd>,
-    /// The descriptor registered for writability while writes block.
-    room: Option<AsyncFd<OwnedFd>>,
+    /// The descriptor registered for writability while writes block;
+    /// boxed, since most sockets never need it and idle clients are many.
+    room: Option<Box<AsyncFd<OwnedFd>>>,
 }
 
 /// Reading side borrowed from a [`Socket`].
@@ -39,7 +40,7 @@ pub struct SocketRead<'a>(&'a AsyncFd<OwnedFd>);
 /// Writing side borrowed from a [`Socket`].
 pub struct SocketWrite<'a> {
     io: &'a AsyncFd<OwnedFd>,
-    room: &'a mut Option<AsyncFd<OwnedFd>>,
+    room: &'a mut Option<Box<AsyncFd<OwnedFd>>>,
 }
 
 impl Socket {
@@ -182,7 +183,7 @@ fn send(fd: &OwnedFd, data: &[u8]) -> io::Result<usize> {
 
 fn poll_write(
     io: &AsyncFd<OwnedFd>,
-    room: &mut Option<AsyncFd<OwnedFd>>,
+    room: &mut Option<Box<AsyncFd<OwnedFd>>>,
     cx: &mut Context<'_>,
     data: &[u8],
 ) -> Poll<io::Result<usize>> {
@@ -190,7 +191,7 @@ fn poll_write(
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
             if room.is_none() {
                 let twin = io.get_ref().try_clone()?;
-                *room = Some(register(twin, Interest::WRITABLE)?);
+                *room = Some(Box::new(register(twin, Interest::WRITABLE)?));
             }
         }
         done => {

@@ -13,7 +13,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use super::moved::MovedClient;
 use super::wire::{encode, Conn, Message, WireError, MAX_FRAME};
@@ -45,8 +44,6 @@ struct Parcel {
 /// The old process's way to the new one, once a takeover is confirmed.
 #[derive(Default)]
 pub struct Outbox {
-    /// Cancelled when the hand-over starts: idle sessions wake for it.
-    started: CancellationToken,
     /// Set once the connection failed: sessions stop trying.
     broken: AtomicBool,
     sender: OnceLock<std::sync::mpsc::Sender<Parcel>>,
@@ -70,22 +67,12 @@ impl Outbox {
                 }
             })?;
         let _ = self.sender.set(tx);
-        self.started.cancel();
         Ok(())
     }
 
     /// Whether sessions may hand their clients over now.
     pub fn is_open(&self) -> bool {
         self.sender.get().is_some() && !self.broken.load(Ordering::Relaxed)
-    }
-
-    /// Resolves once the hand-over starts, and never while it cannot
-    /// (before a takeover, or after the connection broke).
-    pub async fn started(&self) {
-        self.started.cancelled().await;
-        if !self.is_open() {
-            std::future::pending::<()>().await;
-        }
     }
 
     /// Sends `client` with its socket `fd`; once this returns Ok the

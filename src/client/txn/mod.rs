@@ -21,7 +21,6 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
-use super::gate::Gated;
 use super::relay::{self, Mode, TxnEnd};
 use super::session::{departure, Session};
 use super::stop::Stop;
@@ -36,7 +35,7 @@ use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
 use crate::registry::{CancelKey, ClientEntry, ClientState};
 use crate::stats::Class;
-use crate::stream::{fill, ReadError, Stream};
+use crate::stream::{poll_fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};
 use settings::ClientSettings;
 use statements::ClientStatements;
@@ -56,7 +55,7 @@ pub(super) fn serve<'a>(
     async move {
         let pool = match &session.lease {
             Some(l) => l.pool().clone(),
-            None => pooler.pool_for(&session.database, &session.user)?,
+            None => pooler.pool_for(session.entry.database(), session.entry.user())?,
         };
         let config = pooler.config();
         // A followed parameter must be one the server reports: the pooler
@@ -69,15 +68,12 @@ pub(super) fn serve<'a>(
             config.pool.is_tracked(name)
                 && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
         };
-        let watch = Stop::new(pooler.terminate_token(), &pool, &session.entry);
-        // One watch for the client's whole life, instead of a fresh
-        // cancellation future (a waiter registration) per transaction; gated,
-        // so the wakes for the sockets do not poll it.
-        let stop = Gated::new(watch.stopped());
+        let watch = Stop::new(&pool, &session.entry);
+        let stop = watch.stopped();
         tokio::pin!(stop);
-        // A takeover's hand-over wakes the idle clients that may move; one
-        // registration for the client's life, as `stop`.
-        let moving = pooler.handoff.started();
+        // A takeover's hand-over wakes the idle clients that may move.
+        let signals = session.entry.signals();
+        let moving = std::future::poll_fn(|cx| signals.poll_moving(cx));
         tokio::pin!(moving);
         let mut moving_seen = false;
         let mut client = Between {
@@ -85,9 +81,7 @@ pub(super) fn serve<'a>(
             pool: &pool,
             entry: &session.entry,
             cancel_key: &session.cancel_key,
-            database: &session.database,
             client_class: Class::client(session.transport, stream.is_tls(), Some(session.auth)),
-            client_id: session.client_id,
             statement_mode: session.pool_mode == PoolMode::Statement,
             idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
             max_prepared: config.pool.max_prepared_statements,
@@ -116,7 +110,7 @@ pub(super) fn serve<'a>(
             if lease.is_none() {
                 // A takeover's new process serves it from here on.
                 let who = moving::Who {
-                    user: &session.user,
+                    user: session.entry.user(),
                     transport: session.transport,
                     auth: session.auth,
                 };
@@ -147,7 +141,11 @@ pub(super) fn serve<'a>(
                     }
                     Waited::End(e) => break e,
                 }
-                if client.answer_ahead(stream, buf).await? {
+                // Boxed, and only for a batch it may answer: an idle client
+                // should not keep room for the answer's write.
+                if client.may_answer_ahead(buf)
+                    && Box::pin(client.answer_ahead(stream, buf)).await?
+                {
                     continue;
                 }
             }
@@ -165,8 +163,8 @@ pub(super) fn serve<'a>(
         }
         entry.set(ClientState::Closing, None);
         tracing::info!(
-            user = %session.user,
-            database = %session.database,
+            user = session.entry.user(),
+            database = session.entry.database(),
             transactions,
             pinned = client.pin.take().map(Pin::describe),
             end = ?end,
@@ -184,9 +182,7 @@ struct Between<'p, 'x> {
     pool: &'p Arc<Pool>,
     entry: &'p ClientEntry,
     cancel_key: &'p CancelKey,
-    database: &'p str,
     client_class: Class,
-    client_id: u64,
     statement_mode: bool,
     idle_tx_timeout: Option<Duration>,
     max_prepared: usize,
@@ -197,7 +193,8 @@ struct Between<'p, 'x> {
     settings: ClientSettings,
     statements: ClientStatements,
     strings: Strings,
-    meter: Option<Meter<'p>>,
+    /// Boxed: made at the first transaction, and idle clients are many.
+    meter: Option<Box<Meter<'p>>>,
     scan: Scanner,
     /// Why the client holds its backend for good, once it does.
     pin: Option<Pin>,
@@ -206,18 +203,21 @@ struct Between<'p, 'x> {
 }
 
 impl Between<'_, '_> {
+    /// Whether [`Between::answer_ahead`] may answer what is buffered: only
+    /// a batch that starts with a Parse, when the pooler manages statements.
+    fn may_answer_ahead(&self, buf: &FrameBuf) -> bool {
+        let parse_first = buf.readable().first() == Some(&fe::PARSE);
+        self.rewriter.manage && parse_first && self.scan.at_boundary()
+    }
+
     /// Answers a batch of Parses the client's statements already cover
-    /// without a backend; true when it did.
+    /// without a backend (see [`Between::may_answer_ahead`]); true when it
+    /// did.
     async fn answer_ahead(
         &mut self,
         stream: &mut Stream,
         buf: &mut FrameBuf,
     ) -> Result<bool, ClientError> {
-        // Only a batch that starts with a Parse may be answered here.
-        let parse_first = buf.readable().first() == Some(&fe::PARSE);
-        if !(self.rewriter.manage && parse_first && self.scan.at_boundary()) {
-            return Ok(false);
-        }
         let ahead = ahead::Ahead {
             registry: &self.pooler.statements,
             client_budget: self.rewriter.client_budget,
@@ -273,11 +273,11 @@ impl Between<'_, '_> {
             .slot
             .set(Some(held.backend().cancel().clone()));
         let meter = self.meter.get_or_insert_with(|| {
-            Meter::new(
+            Box::new(Meter::new(
                 &self.pooler.stats,
                 [self.client_class, held.backend().class()],
-                self.database,
-            )
+                self.entry.database(),
+            ))
         });
         meter.assigned(held.waited());
         let mode = Mode {
@@ -286,7 +286,7 @@ impl Between<'_, '_> {
             idle_tx_timeout: self.idle_tx_timeout,
             rewriter: Some(&mut self.rewriter),
             client_params: Some(&mut self.params),
-            client_id: self.client_id,
+            client_id: self.entry.id(),
             statements: &mut self.statements,
             strings: self.strings,
         };
@@ -384,10 +384,17 @@ async fn wait_for_client(
                 ))));
             }
         }
-        let (mut cr, _) = stream.split();
-        let read = tokio::select! {
-            r = fill(&mut cr, buf) => r,
-            why = stop.as_mut() => return Waited::End(RelayEnd::BackendGone(why.into())),
+        // Polled by hand, not a select over futures: this wait's state is
+        // part of every idle client's.
+        let read = std::future::poll_fn(|cx| {
+            if let Poll::Ready(why) = stop.as_mut().poll(cx) {
+                return Poll::Ready(Err(why));
+            }
+            poll_fill(stream, cx, buf).map(Ok)
+        });
+        let read = match read.await {
+            Ok(read) => read,
+            Err(why) => return Waited::End(RelayEnd::BackendGone(why.into())),
         };
         match read {
             Ok(_) => {}

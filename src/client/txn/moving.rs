@@ -113,18 +113,18 @@ impl Between<'_, '_> {
     fn moved(&self, who: Who<'_>) -> MovedClient {
         let info = self.entry.info();
         let since_epoch = info
-            .as_ref()
-            .and_then(|i| i.connected_at.duration_since(SystemTime::UNIX_EPOCH).ok())
+            .connected_at
+            .duration_since(SystemTime::UNIX_EPOCH)
             .unwrap_or_default();
         let pairs = |v: &[(String, String)]| v.to_vec();
         let [startup, session] = self.settings.parts();
         MovedClient {
-            old_id: self.client_id,
+            old_id: self.entry.id(),
             user: who.user.to_string(),
-            database: self.database.to_string(),
+            database: self.entry.database().to_string(),
             transport: who.transport,
-            peer: info.as_ref().map(|i| i.peer.clone()).unwrap_or_default(),
-            application_name: info.and_then(|i| i.application_name),
+            peer: info.peer,
+            application_name: info.application_name,
             connected_at_ms: since_epoch.as_millis() as u64,
             auth: who.auth,
             statement_mode: self.statement_mode,

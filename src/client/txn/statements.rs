@@ -1,8 +1,11 @@
 //! Protocol-level prepared statements in transaction pooling: each client's
 //! names map to the pooler-wide statements of [`crate::registry::statements`].
 
+use std::collections::hash_map::{DefaultHasher, RandomState};
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
+use std::sync::OnceLock;
 
 use crate::protocol::PgError;
 use crate::registry::statements::{Statement, OUT_OF_MEMORY};
@@ -13,11 +16,11 @@ pub const UNNAMED: u64 = u64::MAX;
 /// One client's named statements, and its unnamed one.
 #[derive(Default)]
 pub struct ClientStatements {
-    by_name: HashMap<Box<[u8]>, Named>,
+    by_name: HashMap<Box<[u8]>, Named, ProcessKeyed>,
     /// Each definition of a name (by serial): the pooler statement and the
     /// client's name, kept a while after a Close, because a server error
     /// for a message sent before the Close is read after it.
-    names: HashMap<u64, (u64, Box<[u8]>)>,
+    names: HashMap<u64, (u64, Box<[u8]>), ProcessKeyed>,
     next_serial: u64,
     /// The unnamed statement's definition (query and parameter types), as
     /// a session of the client's own would still hold it; the buffer is
@@ -30,6 +33,21 @@ pub struct ClientStatements {
     unnamed_gen: u64,
     /// Bytes of the names and definitions in `by_name`.
     bytes: usize,
+}
+
+/// std's hasher (SipHash, random keys against crafted collisions) with
+/// one key for the process instead of one per map: a map keeps 16 bytes
+/// for its key, and every client keeps two maps, idle or not.
+#[derive(Clone, Copy, Default)]
+struct ProcessKeyed;
+
+impl BuildHasher for ProcessKeyed {
+    type Hasher = DefaultHasher;
+
+    fn build_hasher(&self) -> DefaultHasher {
+        static KEYS: OnceLock<RandomState> = OnceLock::new();
+        KEYS.get_or_init(RandomState::new).build_hasher()
+    }
 }
 
 /// A name the client defined: the pooler statement, and which definition
