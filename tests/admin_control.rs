@@ -11,7 +11,8 @@ use std::time::Duration;
 
 use common::wait::wait_until;
 use common::{
-    connect_err, connect_ok, psql_ok, PgCluster, Pooler, Transport, MD5_USER, SCRAM_USER, TEST_DB,
+    connect_err, connect_ok, psql_ok, PgCluster, Pooler, PoolerOpts, Transport, MD5_USER,
+    SCRAM_USER, TEST_DB,
 };
 use support::{console, fails, opts, show, show_until, ADMIN_DB};
 use tokio_postgres::SimpleQueryMessage;
@@ -386,4 +387,52 @@ async fn stats_users_may_show_but_not_control() {
     assert!(out.starts_with("pgharbor "), "{out}");
     let mut pooler = pooler;
     pooler.assert_alive();
+}
+
+/// Transaction pooling: an idle client holds no backend and waits on its
+/// socket and its registry entry alone. KILL_CLIENT ends that client only,
+/// KILL of the database ends every session on it (57P01 or a close), and
+/// a client that logs in after the KILL and the RESUME is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_and_kill_client_reach_idle_transaction_pooling_clients() {
+    let pg = PgCluster::shared();
+    let pooler = Pooler::start(pg, PoolerOpts::transaction(2).admin_users(&[SCRAM_USER.0]));
+    let admin = console(&pooler, Transport::Tcp).await;
+    let app = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let c = connect_ok(&app).await;
+        assert_eq!(c.simple_query("SELECT 1").await.unwrap().len(), 3);
+        clients.push(c);
+    }
+    let listed = show_until(&admin, "SHOW CLIENTS", |t| t.rows.len() == 3).await;
+    let ended = |e: tokio_postgres::Error| {
+        assert!(
+            e.is_closed() || e.as_db_error().map(|d| d.code().code()) == Some("57P01"),
+            "{e:?}"
+        );
+    };
+    let first = listed.int(0, "id");
+    show(&admin, &format!("KILL_CLIENT {first}")).await;
+    show_until(&admin, "SHOW CLIENTS", |t| t.rows.len() == 2).await;
+    ended(
+        clients[0]
+            .simple_query("SELECT 1")
+            .await
+            .expect_err("killed, still served"),
+    );
+    assert_eq!(clients[1].simple_query("SELECT 1").await.unwrap().len(), 3);
+
+    show(&admin, &format!("KILL {TEST_DB}")).await;
+    show_until(&admin, "SHOW CLIENTS", |t| t.rows.is_empty()).await;
+    for c in &clients[1..] {
+        ended(
+            c.simple_query("SELECT 1")
+                .await
+                .expect_err("KILLed, still served"),
+        );
+    }
+    show(&admin, &format!("RESUME {TEST_DB}")).await;
+    let fresh = connect_ok(&app).await;
+    assert_eq!(fresh.simple_query("SELECT 1").await.unwrap().len(), 3);
 }

@@ -119,6 +119,53 @@ fn sigterm_exits_as_soon_as_the_last_session_ends() {
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
 
+/// Idle transaction-pooling clients hold no backend and wait on their
+/// socket and their registry entry's signals alone: the shutdown still
+/// reaches each with FATAL 57P01.
+#[test]
+fn a_shutdown_reaches_idle_transaction_pooling_clients() {
+    let pg = PgCluster::shared();
+    let opts = PoolerOpts::transaction(2).shutdown_timeout("1s");
+    let mut pooler = Pooler::start(pg, opts);
+    let mut idle: Vec<RawConn> = (0..4)
+        .map(|i| {
+            let t = [Transport::Unix, Transport::Tcp][i % 2];
+            let mut raw = login(&pooler, t);
+            // One transaction each: the backend went back, the client idles.
+            let result = raw.query("SELECT 1");
+            assert!(result.error.is_none(), "{:?}", result.error);
+            raw
+        })
+        .collect();
+    let t0 = Instant::now();
+    pooler.signal(libc::SIGTERM);
+    for (i, raw) in idle.iter_mut().enumerate() {
+        let replies = raw.read_until_close(Duration::from_secs(5));
+        let err = replies
+            .iter()
+            .find_map(Reply::error)
+            .unwrap_or_else(|| panic!("client {i}: no ErrorResponse, got {replies:?}"));
+        assert_eq!(
+            (err.severity.as_str(), err.code.as_str()),
+            ("FATAL", "57P01"),
+            "{err:?}"
+        );
+        assert_eq!(
+            replies.last(),
+            Some(&Reply::Closed),
+            "client {i}: {replies:?}"
+        );
+    }
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "idle clients closed {:?} after SIGTERM with shutdown_timeout = 1s",
+        t0.elapsed()
+    );
+    pooler
+        .wait_exit(Duration::from_secs(5))
+        .expect("pgharbor still running 5 s after its sessions were closed");
+}
+
 #[test]
 fn sigint_exits_at_once_and_removes_the_socket() {
     let pg = PgCluster::shared();
