@@ -16,7 +16,7 @@ pub mod settings;
 pub mod statements;
 
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -124,13 +124,11 @@ pub(super) fn serve<'a>(
                 // Not boxed: the wait and the (boxed) transaction are never live
                 // together, so their room in this future overlaps, and a box
                 // would cost an allocation per transaction and save nothing.
-                let waiting = wait_for_client(
-                    stream,
-                    buf,
-                    &client.scan,
-                    stop.as_mut(),
-                    may_move.then_some(moving.as_mut()),
-                );
+                let scan = &client.scan;
+                let waiting = std::future::poll_fn(|cx| {
+                    let moving = may_move.then_some(&mut moving);
+                    poll_wait(cx, stream, buf, scan, stop.as_mut(), moving)
+                });
                 match waiting.await {
                     Waited::Message => {}
                     Waited::Move => {
@@ -341,81 +339,69 @@ enum Waited {
     End(RelayEnd),
 }
 
-/// Waits, holding no backend, until the client sends something.
-async fn wait_for_client(
+/// Waits, holding no backend, until the client sends something. A poll
+/// function over the caller's references, not an async fn: its state is
+/// part of every idle client's (an async fn with a select inside kept 184
+/// bytes of it).
+fn poll_wait(
+    cx: &mut Context<'_>,
     stream: &mut Stream,
     buf: &mut FrameBuf,
     scan: &Scanner,
     mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    moving: Option<std::pin::Pin<&mut impl std::future::Future<Output = ()>>>,
-) -> Waited {
+    moving: Option<&mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>>,
+) -> Poll<Waited> {
+    if let Poll::Ready(why) = stop.as_mut().poll(cx) {
+        return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.into())));
+    }
     if buf.is_empty() {
-        // Idle clients may be many: hold no read buffer while waiting, and
-        // no waiter for the socket (a select over futures would keep one in
-        // this future).
+        if let Some(m) = moving {
+            if m.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Waited::Move);
+            }
+        }
+        // Idle clients may be many: hold no read buffer while waiting.
         buf.shed();
-        let mut moving = moving;
-        let idle = std::future::poll_fn(|cx| {
-            if let Poll::Ready(why) = stop.as_mut().poll(cx) {
-                return Poll::Ready(Some(Waited::End(RelayEnd::BackendGone(why.into()))));
-            }
-            if let Some(m) = moving.as_mut() {
-                if m.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Some(Waited::Move));
-                }
-            }
-            stream.poll_readable(cx).map(|r| match r {
-                Ok(()) => None,
-                Err(_) => Some(Waited::End(RelayEnd::ClientGone)),
-            })
-        });
-        if let Some(waited) = idle.await {
-            return waited;
+        if ready!(stream.poll_readable(cx)).is_err() {
+            return Poll::Ready(Waited::End(RelayEnd::ClientGone));
         }
     }
     // A backend is taken only for a whole message (or the head of one too
     // big to buffer): with half a message, the relay would find nothing to
     // send and hand the backend straight back, over and over.
     while scan.at_boundary() && !message_ready(buf.readable()) {
-        if let Some(&t) = buf.readable().first() {
-            if !fe::valid_after_login(t) {
-                return Waited::End(RelayEnd::ClientViolation(Violation::new(format!(
-                    "invalid frontend message type {t}"
-                ))));
-            }
+        if let Some(ended) = refused_first_byte(buf) {
+            return Poll::Ready(ended);
         }
-        // Polled by hand, not a select over futures: this wait's state is
-        // part of every idle client's.
-        let read = std::future::poll_fn(|cx| {
-            if let Poll::Ready(why) = stop.as_mut().poll(cx) {
-                return Poll::Ready(Err(why));
-            }
-            poll_fill(stream, cx, buf).map(Ok)
-        });
-        let read = match read.await {
-            Ok(read) => read,
-            Err(why) => return Waited::End(RelayEnd::BackendGone(why.into())),
-        };
-        match read {
+        match ready!(poll_fill(stream, cx, buf)) {
             Ok(_) => {}
-            Err(ReadError::Violation(v)) => return Waited::End(RelayEnd::ClientViolation(v)),
-            Err(_) => return Waited::End(RelayEnd::ClientGone),
+            Err(ReadError::Violation(v)) => {
+                return Poll::Ready(Waited::End(RelayEnd::ClientViolation(v)))
+            }
+            Err(_) => return Poll::Ready(Waited::End(RelayEnd::ClientGone)),
         }
     }
     if scan.at_boundary() {
-        match buf.readable().first() {
-            // A Terminate needs no backend.
-            Some(&fe::TERMINATE) => return Waited::End(RelayEnd::Terminated),
-            // PostgreSQL refuses a bad type by its first byte, before any length.
-            Some(&t) if !fe::valid_after_login(t) => {
-                return Waited::End(RelayEnd::ClientViolation(Violation::new(format!(
-                    "invalid frontend message type {t}"
-                ))))
-            }
-            _ => {}
+        // A Terminate needs no backend.
+        if buf.readable().first() == Some(&fe::TERMINATE) {
+            return Poll::Ready(Waited::End(RelayEnd::Terminated));
+        }
+        if let Some(ended) = refused_first_byte(buf) {
+            return Poll::Ready(ended);
         }
     }
-    Waited::Message
+    Poll::Ready(Waited::Message)
+}
+
+/// PostgreSQL refuses a bad message type by its first byte, before any
+/// length: the end of the session when the buffer starts with one.
+fn refused_first_byte(buf: &FrameBuf) -> Option<Waited> {
+    let t = *buf.readable().first()?;
+    (!fe::valid_after_login(t)).then(|| {
+        Waited::End(RelayEnd::ClientViolation(Violation::new(format!(
+            "invalid frontend message type {t}"
+        ))))
+    })
 }
 
 /// True when `data` starts with a whole message, or with the header of one
