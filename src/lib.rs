@@ -48,3 +48,6 @@ pub mod stats;
 pub mod stream;
 pub mod takeover;
 pub mod tls;
+
+#[cfg(test)]
+mod test_waker;

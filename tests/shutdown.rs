@@ -26,6 +26,21 @@ fn refuses_new_clients(pooler: &Pooler, t: Transport) -> bool {
     }
 }
 
+/// Reads `raw` (session `who`) until the pooler closes it: FATAL 57P01 first.
+fn closed_with_57p01(raw: &mut RawConn, who: &str) {
+    let replies = raw.read_until_close(Duration::from_secs(5));
+    let err = replies
+        .iter()
+        .find_map(Reply::error)
+        .unwrap_or_else(|| panic!("{who}: no ErrorResponse, got {replies:?}"));
+    assert_eq!(
+        (err.severity.as_str(), err.code.as_str()),
+        ("FATAL", "57P01"),
+        "{who}: {err:?}"
+    );
+    assert_eq!(replies.last(), Some(&Reply::Closed), "{who}: {replies:?}");
+}
+
 #[test]
 fn sigterm_stops_accepting_then_closes_sessions_with_57p01() {
     let pg = PgCluster::shared();
@@ -69,18 +84,8 @@ fn sigterm_stops_accepting_then_closes_sessions_with_57p01() {
         ("tcp", &mut idle_tcp),
         ("busy", &mut busy),
     ] {
-        let replies = raw.read_until_close(Duration::from_secs(5));
+        closed_with_57p01(raw, name);
         let elapsed = t0.elapsed();
-        let err = replies
-            .iter()
-            .find_map(Reply::error)
-            .unwrap_or_else(|| panic!("{name} session: no ErrorResponse, got {replies:?}"));
-        assert_eq!(
-            (err.severity.as_str(), err.code.as_str()),
-            ("FATAL", "57P01"),
-            "{err:?}"
-        );
-        assert_eq!(replies.last(), Some(&Reply::Closed), "{name}: {replies:?}");
         assert!(
             elapsed >= Duration::from_millis(800) && elapsed < Duration::from_secs(4),
             "{name} session closed {elapsed:?} after SIGTERM with shutdown_timeout = 1s"
@@ -140,21 +145,7 @@ fn a_shutdown_reaches_idle_transaction_pooling_clients() {
     let t0 = Instant::now();
     pooler.signal(libc::SIGTERM);
     for (i, raw) in idle.iter_mut().enumerate() {
-        let replies = raw.read_until_close(Duration::from_secs(5));
-        let err = replies
-            .iter()
-            .find_map(Reply::error)
-            .unwrap_or_else(|| panic!("client {i}: no ErrorResponse, got {replies:?}"));
-        assert_eq!(
-            (err.severity.as_str(), err.code.as_str()),
-            ("FATAL", "57P01"),
-            "{err:?}"
-        );
-        assert_eq!(
-            replies.last(),
-            Some(&Reply::Closed),
-            "client {i}: {replies:?}"
-        );
+        closed_with_57p01(raw, &format!("client {i}"));
     }
     assert!(
         t0.elapsed() < Duration::from_secs(4),

@@ -100,6 +100,8 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Mutex;
 
+    use crate::test_waker::counting_waker;
+
     /// Counts its polls; ready once told.
     struct Probe {
         polls: Arc<AtomicUsize>,
@@ -145,24 +147,8 @@ mod tests {
         ready.store(true, Ordering::SeqCst);
         let inner = waker.lock().unwrap().take().unwrap();
         inner.wake();
-        assert_eq!(
-            outer_wakes.0.load(Ordering::SeqCst),
-            1,
-            "the outer task was woken"
-        );
+        assert_eq!(outer_wakes.get(), 1, "the outer task was woken");
         assert!(gated.as_mut().poll(&mut cx).is_ready());
         assert_eq!(polls.load(Ordering::SeqCst), 2);
-    }
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn counting_waker() -> (Arc<Count>, Waker) {
-        let count = Arc::new(Count(AtomicUsize::new(0)));
-        (count.clone(), Waker::from(count))
     }
 }

@@ -122,21 +122,7 @@ impl Signals {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
-    use std::sync::Arc;
-    use std::task::{Wake, Waker};
-
-    struct Count(AtomicUsize);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    fn waker() -> (Arc<Count>, Waker) {
-        let c = Arc::new(Count(AtomicUsize::new(0)));
-        (c.clone(), Waker::from(c))
-    }
+    use crate::test_waker::counting_waker as waker;
 
     #[test]
     fn a_raised_end_wakes_the_session_and_the_most_important_reason_wins() {
@@ -145,7 +131,7 @@ mod tests {
         let mut cx = Context::from_waker(&w);
         assert_eq!(s.poll_end(&mut cx), Poll::Pending);
         s.end(End::KillClient);
-        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert_eq!(woken.get(), 1);
         assert_eq!(s.poll_end(&mut cx), Poll::Ready(End::KillClient));
         s.end(End::Shutdown);
         assert_eq!(s.ended(), Some(End::Shutdown));
@@ -160,7 +146,7 @@ mod tests {
         assert_eq!(s.poll_moving(&mut cx), Poll::Pending);
         assert_eq!(s.poll_end(&mut cx), Poll::Pending);
         s.start_moving();
-        assert_eq!(woken.0.load(Ordering::SeqCst), 1);
+        assert_eq!(woken.get(), 1);
         assert_eq!(s.poll_moving(&mut cx), Poll::Ready(()));
         assert_eq!(s.poll_end(&mut cx), Poll::Pending);
         assert_eq!(s.ended(), None);
