@@ -290,6 +290,23 @@ impl ClientRegistry {
         });
     }
 
+    /// How many clients are logged in.
+    pub fn len(&self) -> usize {
+        self.with(|m| m.by_id.len())
+    }
+
+    /// Whether no client is logged in.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes of one entry as the registry keeps it (the shared names not
+    /// counted), for SHOW MEM.
+    pub fn entry_size() -> usize {
+        // The Arc's two counts, and the map's key and pointer.
+        std::mem::size_of::<Live>() + 16 + 16
+    }
+
     /// A copy of every entry, with waits as of now.
     pub fn list(&self) -> Vec<ClientInfo> {
         let now = Instant::now();

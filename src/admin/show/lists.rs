@@ -12,7 +12,7 @@ use crate::admin::Authorized;
 use crate::backend::{Link, RELAY_BUF};
 use crate::pool::Pool;
 use crate::pooler::Pooler;
-use crate::registry::ClientInfo;
+use crate::registry::ClientRegistry;
 
 /// `SHOW LISTS`: rows `list`, `items`, as PgBouncer. `used_clients` counts
 /// logged-in clients and console sessions; `login_clients` the connections
@@ -23,7 +23,7 @@ use crate::registry::ClientInfo;
 pub fn lists(pooler: &Pooler, _: &Authorized) -> ResultSet {
     let pools = pooler.pools.all();
     let consoles = pooler.console_sessions.load(Ordering::Relaxed);
-    let used_clients = pooler.clients.list().len() + consoles;
+    let used_clients = pooler.clients.len() + consoles;
     let holding_slots = pooler
         .client_slots_total
         .saturating_sub(pooler.client_slots.available_permits());
@@ -74,8 +74,8 @@ pub fn mem(pooler: &Pooler, _: &Authorized) -> ResultSet {
     let rows = [
         MemRow {
             name: "clients",
-            size: size_of::<ClientInfo>(),
-            used: pooler.clients.list().len(),
+            size: ClientRegistry::entry_size(),
+            used: pooler.clients.len(),
             free: 0,
             total: None,
         },
