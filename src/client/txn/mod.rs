@@ -33,7 +33,7 @@ use crate::protocol::scan::Scanner;
 use crate::protocol::sql::Strings;
 use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
-use crate::registry::{CancelKey, ClientEntry, ClientState};
+use crate::registry::{CancelKey, ClientEntry, ClientState, Signals};
 use crate::stats::Class;
 use crate::stream::{poll_fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};
@@ -73,8 +73,6 @@ pub(super) fn serve<'a>(
         tokio::pin!(stop);
         // A takeover's hand-over wakes the idle clients that may move.
         let signals = session.entry.signals();
-        let moving = std::future::poll_fn(|cx| signals.poll_moving(cx));
-        tokio::pin!(moving);
         let mut moving_seen = false;
         let mut client = Between {
             pooler,
@@ -125,8 +123,8 @@ pub(super) fn serve<'a>(
                 // together, so their room in this future overlaps, and a box
                 // would cost an allocation per transaction and save nothing.
                 let scan = &client.scan;
+                let moving = may_move.then_some(signals);
                 let waiting = std::future::poll_fn(|cx| {
-                    let moving = may_move.then_some(&mut moving);
                     poll_wait(cx, stream, buf, scan, stop.as_mut(), moving)
                 });
                 match waiting.await {
@@ -349,16 +347,14 @@ fn poll_wait(
     buf: &mut FrameBuf,
     scan: &Scanner,
     mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    moving: Option<&mut std::pin::Pin<&mut impl std::future::Future<Output = ()>>>,
+    moving: Option<&Signals>,
 ) -> Poll<Waited> {
     if let Poll::Ready(why) = stop.as_mut().poll(cx) {
         return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.into())));
     }
     if buf.is_empty() {
-        if let Some(m) = moving {
-            if m.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Waited::Move);
-            }
+        if moving.is_some_and(|s| s.poll_moving(cx).is_ready()) {
+            return Poll::Ready(Waited::Move);
         }
         // Idle clients may be many: hold no read buffer while waiting.
         buf.shed();
