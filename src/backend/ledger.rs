@@ -4,6 +4,8 @@
 //! pool mode and the pooler's own statements account through it, and the
 //! hand-off decision reads it; nobody keeps a copy.
 
+use std::sync::Arc;
+
 use super::owed::{CacheFix, CopyDir, Disposition, Expect, Owed};
 use super::prepared::PreparedCache;
 use super::{AppliedSet, ParamSet};
@@ -20,7 +22,9 @@ pub struct Ledger {
     owed: Owed,
     tx: TxStatus,
     prepared: PreparedCache,
-    params: ParamSet,
+    /// Shared with the clients shown the same values (copied on a change),
+    /// so that a checkout compares one pointer, not every parameter.
+    params: Arc<ParamSet>,
     applied: AppliedSet,
     /// Whose unnamed statement the server holds, and which of that
     /// client's definitions (transaction pooling hands the backend to others
@@ -51,7 +55,7 @@ impl Ledger {
             owed: Owed::default(),
             tx: TxStatus::Idle,
             prepared: PreparedCache::new(capacity),
-            params: ParamSet::default(),
+            params: Arc::default(),
             applied: AppliedSet::default(),
             unnamed: None,
             sent_partial: false,
@@ -108,7 +112,7 @@ impl Ledger {
                 self.tx = TxStatus::from_byte(b).ok_or("invalid ReadyForQuery status")?;
             }
             (be::READY_FOR_QUERY, _) => return Err("invalid ReadyForQuery".into()),
-            (be::PARAMETER_STATUS, Some(b)) if !self.params.apply_status(b) => {
+            (be::PARAMETER_STATUS, Some(b)) if !Arc::make_mut(&mut self.params).apply_status(b) => {
                 return Err("invalid ParameterStatus".into());
             }
             _ => {}
@@ -160,14 +164,21 @@ impl Ledger {
     }
 
     /// The server's ParameterStatus values.
-    pub fn params(&self) -> &ParamSet {
+    pub fn params(&self) -> &Arc<ParamSet> {
         &self.params
+    }
+
+    /// Shares a client's set, equal to this one's, so that the next
+    /// comparison with it is a pointer's.
+    pub fn share_params(&mut self, same: &Arc<ParamSet>) {
+        debug_assert!(*self.params == **same);
+        self.params = Arc::clone(same);
     }
 
     /// The server's ParameterStatus values, to set ahead of the server's
     /// report of a SET the pooler sends.
     pub fn params_mut(&mut self) -> &mut ParamSet {
-        &mut self.params
+        Arc::make_mut(&mut self.params)
     }
 
     /// What the pooler gave this backend for its clients beyond its defaults.

@@ -70,6 +70,15 @@ impl<F: Future> Gated<F> {
         }
     }
 
+    /// [`Gated::new`] when `gated`, else [`Gated::open`].
+    pub fn with_gate(gated: bool, inner: F) -> Gated<F> {
+        if gated {
+            Gated::new(inner)
+        } else {
+            Gated::open(inner)
+        }
+    }
+
     /// Wraps `inner` with the gate open: polled at every poll, no
     /// allocation (for futures that live a single exchange, where the
     /// gate's own waker would cost more than the polls it saves).

@@ -225,7 +225,7 @@ pub(super) async fn attach(
         None => match acquire(&pool, &entry, &wanted, hint, timings).await {
             Ok(mut lease) if pooled_per_transaction => {
                 params::learn(&pool, &wanted, lease.backend());
-                let shown = Arc::new(lease.backend().ledger_ref().params().clone());
+                let shown = Arc::clone(lease.backend().ledger_ref().params());
                 (Some(lease), shown)
             }
             // Session pooling shows the backend's own set (below) and keeps

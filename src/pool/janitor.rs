@@ -95,10 +95,11 @@ impl Janitor {
         let min_size = tuning.min_size.min(tuning.size);
         let mut spare = self.inner.status().size.saturating_sub(min_size);
         let mut reasons = Vec::new();
+        let now = std::time::Instant::now();
         let removed = self.inner.retain(|p, _| {
-            let why = p.unfit(tuning.lifetime).or_else(|| {
+            let why = p.unfit(tuning.lifetime, now).or_else(|| {
                 let idle = !tuning.idle_timeout.is_zero()
-                    && p.idle_since.elapsed() >= tuning.idle_timeout
+                    && now.saturating_duration_since(p.idle_since) >= tuning.idle_timeout
                     && spare > 0;
                 idle.then_some("server_idle_timeout reached")
             });

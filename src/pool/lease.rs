@@ -58,12 +58,13 @@ impl Lease {
                 return;
             }
             HandOff::Reuse => {
-                if let Some(why) = self.pool.retire_reason(&obj) {
+                let now = Instant::now();
+                if let Some(why) = self.pool.retire_reason(&obj, now) {
                     discard(obj, why);
                     return;
                 }
                 obj.clean = true;
-                obj.idle_since = Instant::now();
+                obj.idle_since = now;
                 obj.backend.pooled();
                 drop(obj);
                 drop(permit);
@@ -79,12 +80,13 @@ impl Lease {
                 .backend
                 .settle(how, tuning.drain_timeout, &tuning.reset_query)
                 .await;
+            let now = Instant::now();
             match settled {
-                Ok(()) => match pool.retire_reason(&obj) {
+                Ok(()) => match pool.retire_reason(&obj, now) {
                     Some(why) => discard(obj, why),
                     None => {
                         obj.clean = true;
-                        obj.idle_since = Instant::now();
+                        obj.idle_since = now;
                         obj.backend.pooled();
                         drop(obj);
                     }

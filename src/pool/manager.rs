@@ -238,11 +238,15 @@ impl managed::Manager for BackendManager {
             return Err(RecycleError::message(RECONNECTED));
         }
         let tuning = self.tuning.borrow().clone();
-        if let Some(why) = obj.unfit(tuning.lifetime) {
+        // One reading of the clock for every check (one costs about as
+        // much as the rest of them).
+        let now = Instant::now();
+        if let Some(why) = obj.unfit(tuning.lifetime, now) {
             tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
         }
-        if !tuning.check_query.is_empty() && obj.idle_since.elapsed() >= tuning.check_delay {
+        let idle = now.saturating_duration_since(obj.idle_since);
+        if !tuning.check_query.is_empty() && idle >= tuning.check_delay {
             let query = [tuning.check_query.as_str()];
             let check = obj.backend.run_queries(&query, PoolerStatement::Check);
             if let Err(e) = check.await {
@@ -307,17 +311,18 @@ impl BackendManager {
 impl Pooled {
     /// "server_lifetime reached" once the backend is older than `lifetime`
     /// (zero: no limit).
-    pub(super) fn past_lifetime(&self, lifetime: Duration) -> Option<&'static str> {
-        let old = !lifetime.is_zero() && self.backend.opened_at().elapsed() >= lifetime;
+    pub(super) fn past_lifetime(&self, lifetime: Duration, now: Instant) -> Option<&'static str> {
+        let old = !lifetime.is_zero()
+            && now.saturating_duration_since(self.backend.opened_at()) >= lifetime;
         old.then_some("server_lifetime reached")
     }
 
     /// Why this idle backend must not be handed out again, if it must not:
     /// past `lifetime`, or the server closed it or sent something unasked
     /// (PgBouncer closes an idle server that talks, too).
-    pub(super) fn unfit(&self, lifetime: Duration) -> Option<&'static str> {
+    pub(super) fn unfit(&self, lifetime: Duration, now: Instant) -> Option<&'static str> {
         let b = &self.backend;
-        if let Some(why) = self.past_lifetime(lifetime) {
+        if let Some(why) = self.past_lifetime(lifetime, now) {
             return Some(why);
         }
         if b.state() != crate::backend::LinkState::Idle {
@@ -330,7 +335,7 @@ impl Pooled {
         // only as fresh as the reactor's last look at epoll, and a server
         // that terminated the session meanwhile must not be handed out.
         // Hot reuse (a backend back for microseconds) keeps the free check.
-        let force = self.idle_since.elapsed() >= FRESH_PEEK_AFTER;
+        let force = now.saturating_duration_since(self.idle_since) >= FRESH_PEEK_AFTER;
         match peek(b.stream(), force) {
             Ok(Peek::Quiet) => None,
             Ok(Peek::Closed) => Some("server closed the connection"),

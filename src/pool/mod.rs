@@ -195,12 +195,12 @@ impl Pool {
     /// Why a backend coming back must be closed rather than pooled:
     /// past `server_lifetime`, or its server no longer fits
     /// `target_session_attrs`.
-    fn retire_reason(&self, obj: &Pooled) -> Option<&'static str> {
+    fn retire_reason(&self, obj: &Pooled, now: std::time::Instant) -> Option<&'static str> {
         let manager = self.inner.manager();
         if manager.close_needed(obj.backend.id()) {
             return Some(manager::RECONNECTED);
         }
-        obj.past_lifetime(self.tuning().lifetime)
+        obj.past_lifetime(self.tuning().lifetime, now)
             .or_else(|| manager.misfit(&obj.backend))
     }
 

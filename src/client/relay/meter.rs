@@ -87,6 +87,9 @@ pub struct Meter<'a> {
     epoch: Instant,
     /// When the counters were last handed over, in ns after `epoch`.
     last_flush_ns: u64,
+    /// The last clock reading of an exchange's end, in ns after `epoch`:
+    /// the end of a relay right after it reads no clock of its own.
+    seen_ns: u64,
     /// Bytes client → server and server → client in all, for the
     /// session's log line (only these: every idle client keeps a meter).
     pub total: [u64; 2],
@@ -105,6 +108,7 @@ impl<'a> Meter<'a> {
             exchange_bytes: 0,
             epoch: Instant::now(),
             last_flush_ns: 0,
+            seen_ns: 0,
             total: [0; 2],
         }
     }
@@ -129,6 +133,7 @@ impl<'a> Meter<'a> {
     /// The clock is read once here, as before.
     pub(crate) fn exchange_done(&mut self, progress: &Progress, in_tx: bool) {
         let now = progress.now_ns();
+        self.seen_ns = now;
         if let Some(start) = progress.take_exchange(now) {
             let busy = Duration::from_nanos(now - start);
             self.pending.exchange(self.exchange_bytes, busy);
@@ -159,10 +164,11 @@ impl<'a> Meter<'a> {
     /// transaction): its bytes in join the counters, which go to the
     /// collector only if [`FLUSH_INTERVAL`] has passed, so a transaction
     /// takes no shared lock. What an idle client has not handed over yet
-    /// goes with its next transaction or its end.
+    /// goes with its next transaction or its end. The time is the last
+    /// exchange's end, which is when a transaction's relay ends.
     pub fn relay_done(&mut self, bytes_in: &AtomicU64) {
         self.pending.bytes_in += bytes_in.swap(0, Ordering::Relaxed);
-        let now = self.epoch.elapsed().as_nanos() as u64;
+        let now = self.seen_ns;
         if now.saturating_sub(self.last_flush_ns) >= FLUSH_INTERVAL.as_nanos() as u64 {
             self.flush(None);
         }

@@ -261,48 +261,52 @@ pub async fn relay(
         ..
     } = mode;
     let answers = rewriter.is_some();
+    // A session's relay waits long on both sockets, so each wake polls
+    // only the side it is for; a transaction's is over too soon for the
+    // gates to pay for themselves.
+    let gated = !release_at_idle;
     let end = {
-        let up = Up {
-            shared: &shared,
-            flags: &flags,
-            progress: &progress,
-            rewriter: rewriter.as_deref_mut(),
-            idle_tx_timeout,
-            dropping: false,
-            queue_send: if release_at_idle {
-                up::QueueSend::AtOnce
-            } else {
-                up::QueueSend::WithClient
-            },
-        }
-        .run(cr, &mut bw, cbuf, cscan, parts.queued);
-        let down = Down {
-            shared: &shared,
-            flags: &flags,
-            progress: &progress,
-            release_at_idle,
-            statement,
-            answers,
-            own_statements: answers || own_statements,
-            command_timeout,
-        }
-        .run(
-            &mut br,
-            cw,
-            (parts.buf, parts.scanner),
-            client_params,
-            meter,
-        );
+        // Each gated future is pinned where it is made: moved into the
+        // select, it would be copied whole (over a kilobyte) per relay.
+        let up = std::pin::pin!(Gated::with_gate(
+            gated,
+            Up {
+                shared: &shared,
+                flags: &flags,
+                progress: &progress,
+                rewriter: rewriter.as_deref_mut(),
+                idle_tx_timeout,
+                dropping: false,
+                queue_send: if release_at_idle {
+                    up::QueueSend::AtOnce
+                } else {
+                    up::QueueSend::WithClient
+                },
+            }
+            .run(cr, &mut bw, cbuf, cscan, parts.queued)
+        ));
+        let down = std::pin::pin!(Gated::with_gate(
+            gated,
+            Down {
+                shared: &shared,
+                flags: &flags,
+                progress: &progress,
+                release_at_idle,
+                statement,
+                answers,
+                own_statements: answers || own_statements,
+                command_timeout,
+            }
+            .run(
+                &mut br,
+                cw,
+                (parts.buf, parts.scanner),
+                client_params,
+                meter,
+            )
+        ));
         // Up first: it forwards what the client already sent before down
         // can decide the backend is idle.
-        // A session's relay waits long on both sockets, so each wake polls
-        // only the side it is for; a transaction's is over too soon for
-        // the gates to pay for themselves.
-        let (up, down) = if release_at_idle {
-            (Gated::open(up), Gated::open(down))
-        } else {
-            (Gated::new(up), Gated::new(down))
-        };
         tokio::select! {
             biased;
             end = up => TxnEnd::Ended(end),

@@ -3,6 +3,8 @@
 //! client through ParameterStatus (its shown set); the others are its
 //! startup options and the SETs the pooler followed, replayed as written.
 
+use std::sync::Arc;
+
 use postgres_protocol::escape::escape_identifier;
 
 use crate::backend::{push_set_config, Applied, BackendError, Link, ParamSet};
@@ -109,13 +111,18 @@ impl ClientSettings {
 /// message; every value was accepted by PostgreSQL before, so none fails.
 pub fn sync(
     backend: &mut Link,
-    (shown, settings): (&ParamSet, &ClientSettings),
+    (shown, settings): (&Arc<ParamSet>, &ClientSettings),
     tracked: &dyn Fn(&str) -> bool,
 ) -> Result<(), BackendError> {
     let mut sql = String::new();
     // The usual case, a backend last used by a client shown the same
-    // values, costs one comparison instead of a lookup per parameter.
-    let same = backend.ledger_ref().params() == shown;
+    // values, costs one comparison instead of a lookup per parameter; and
+    // once the backend shares the client's set, a pointer's.
+    let params = backend.ledger_ref().params();
+    let same = Arc::ptr_eq(params, shown) || params == shown;
+    if same && !Arc::ptr_eq(params, shown) {
+        backend.ledger().share_params(shown);
+    }
     for (name, value) in shown.iter().filter(|_| !same) {
         if tracked(name) && backend.param(name) != Some(value) {
             push_set_config(&mut sql, name, value);

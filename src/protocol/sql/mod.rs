@@ -12,6 +12,7 @@
 //! must mean the same under both readings, or the client is pinned.
 
 mod lex;
+mod quick;
 mod set;
 #[cfg(test)]
 mod tests;
@@ -133,6 +134,10 @@ impl Strings {
 /// sets `timezone`; `tracked` gets `"TimeZone"` as written and should compare
 /// case-insensitively if such a SET is not to pin.
 pub fn classify(sql: &[u8], strings: Strings, tracked: &dyn Fn(&str) -> bool) -> SessionEffects {
+    // Most queries in transaction pooling: settled without the lexer.
+    if quick::nothing_to_do(sql) {
+        return SessionEffects::default();
+    }
     let standard = match strings {
         Strings::Standard => true,
         Strings::Escaped => false,

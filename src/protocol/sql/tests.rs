@@ -627,3 +627,95 @@ fn sets_the_pooler_cannot_replay_pin() {
         );
     }
 }
+
+/// The quick look answers only where the full classifier finds nothing,
+/// under both readings of a backslash: checked on texts made of the
+/// pieces either of them looks at.
+#[test]
+fn the_quick_look_agrees_with_the_classifier() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    const PIECES: [&str; 40] = [
+        "SELECT ",
+        "select",
+        "WITH ",
+        "UPDATE ",
+        "insert ",
+        "TABLE",
+        "values",
+        "create ",
+        "DO ",
+        "SET ",
+        " ",
+        "\n",
+        "\t",
+        ";",
+        "; ",
+        "(",
+        ")",
+        "'",
+        "''",
+        "\"",
+        "\"\"",
+        "$1",
+        "$$",
+        "$a$",
+        "--",
+        "/*",
+        "*/",
+        "\\",
+        "U&",
+        "&",
+        "E'",
+        "temp ",
+        "pg_temp",
+        "Temporary",
+        "into ",
+        "pg_advisory_lock",
+        "set_config",
+        "pg_settings",
+        "x",
+        "1",
+    ];
+    let mut rng = StdRng::seed_from_u64(15);
+    let mut quick = 0;
+    for _ in 0..200_000 {
+        let n = rng.gen_range(1..10);
+        let mut sql = String::new();
+        for _ in 0..n {
+            sql.push_str(PIECES[rng.gen_range(0..PIECES.len())]);
+        }
+        if !quick::nothing_to_do(sql.as_bytes()) {
+            continue;
+        }
+        quick += 1;
+        for standard in [true, false] {
+            let full = classify_as(sql.as_bytes(), standard, &tracked);
+            assert_eq!(full, SessionEffects::default(), "{sql:?}");
+        }
+    }
+    assert!(quick > 1_000, "only {quick} texts took the quick look");
+    for q in [
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 123;",
+        "  update t set a = $1 where b = $2 ;\n",
+        r#"SELECT "users".* FROM "users" WHERE "users"."id" = $1"#,
+        "INSERT INTO h (a) VALUES (1, CURRENT_TIMESTAMP)",
+    ] {
+        assert!(quick::nothing_to_do(q.as_bytes()), "{q}");
+    }
+    for q in [
+        "SELECT 1; SET work_mem = 1",
+        "SELECT 'temp'",
+        r#"SELECT "a"#,
+        "SELECT 1 /* x */",
+        "SELECT pg_advisory_lock(1)",
+        r#"SELECT * FROM "Pg_Temp".t"#,
+        "SELECT * INTO TEMP t FROM u",
+        "WITH u AS (UPDATE pg_settings SET setting = 1) SELECT 1",
+        "SELECT $x$a$x$",
+        r#"SELECT U&"d\0061t" FROM t"#,
+        "SELECTx",
+        "SET work_mem = 1",
+    ] {
+        assert!(!quick::nothing_to_do(q.as_bytes()), "{q}");
+    }
+}
