@@ -699,6 +699,12 @@ fn the_quick_look_agrees_with_the_classifier() {
         "  update t set a = $1 where b = $2 ;\n",
         r#"SELECT "users".* FROM "users" WHERE "users"."id" = $1"#,
         "INSERT INTO h (a) VALUES (1, CURRENT_TIMESTAMP)",
+        // pgbench's TPC-B-like script, all but BEGIN and END.
+        "UPDATE pgbench_accounts SET abalance = abalance + -4821 WHERE aid = 5;",
+        "SELECT abalance FROM pgbench_accounts WHERE aid = 5;",
+        "UPDATE pgbench_tellers SET tbalance = tbalance + -4821 WHERE tid = 7;",
+        "UPDATE pgbench_branches SET bbalance = bbalance + -4821 WHERE bid = 1;",
+        "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (7, 1, 5, -4821, CURRENT_TIMESTAMP);",
     ] {
         assert!(quick::nothing_to_do(q.as_bytes()), "{q}");
     }
