@@ -5,74 +5,91 @@
 //!
 //! It only ever answers "nothing to do". Whenever the text holds anything
 //! whose reading needs the lexer (a string, a dollar quote, a comment, a
-//! second statement, a `U&"..."` name) or a word any pattern of the
-//! classifier starts from, it answers "don't know" and the full classifier
+//! second statement, a `U&"..."` name) or a name any pattern of the
+//! classifier looks for, it answers "don't know" and the full classifier
 //! runs.
 
-use super::lex::{is_ident_cont, is_space};
-
-/// Bytes that send the text to the full classifier, or that start a word
-/// it may have to look at (see [`quick_needle`]).
-static STOP: [bool; 256] = {
-    let mut t = [false; 256];
-    let stops = b"'\"$;-/&\\tTaAsSpP";
-    let mut i = 0;
-    while i < stops.len() {
-        t[stops[i] as usize] = true;
-        i += 1;
-    }
-    t
-};
+use super::lex::{is_ident_cont, is_ident_start, is_space, skip_while};
 
 /// True when `sql` is one ordinary statement the full classifier would
 /// find nothing in (no pin, no setting, no transaction control), whatever
 /// standard_conforming_strings is: it holds no string literal, so no
 /// backslash can mean anything.
+///
+/// It walks the text by the lexer's tokens where they matter: a word (and
+/// a number, or a `$1` placeholder) is skipped whole, as the lexer reads
+/// it, so only whole words are compared with the patterns' names.
 pub(super) fn nothing_to_do(sql: &[u8]) -> bool {
-    let Some(first_word_end) = starts_plain(sql) else {
+    let Some(mut i) = starts_plain(sql) else {
         return false;
     };
-    let mut quotes = 0usize;
-    for (i, &c) in sql.iter().enumerate().skip(first_word_end) {
-        if !STOP[c as usize] {
-            continue;
-        }
-        match c {
-            // Quoted names are read below by counting: without strings,
-            // comments or dollar quotes, every `"` opens, closes or
-            // doubles inside a name, so an odd count is one left open.
-            b'"' => quotes += 1,
-            // A placeholder (`$1`) is harmless; anything else may be a
-            // dollar quote, or a name with `$` in it.
-            b'$' if sql.get(i + 1).is_some_and(u8::is_ascii_digit) => {}
-            // A closing `;` is fine; a second statement is not.
-            b';' if sql[i + 1..].iter().all(|&b| is_space(b)) => return quotes % 2 == 0,
-            b'-' if sql.get(i + 1) != Some(&b'-') => {}
-            b'/' if sql.get(i + 1) != Some(&b'*') => {}
-            b'&' if sql.get(i + 1) != Some(&b'"') => {}
-            b'\'' | b'$' | b';' | b'-' | b'/' | b'&' | b'\\' => return false,
-            _ if quick_needle(&sql[i..]) => return false,
-            _ => {}
-        }
+    while let Some(&c) = sql.get(i) {
+        let next = sql.get(i + 1).copied();
+        i = if is_ident_start(c) {
+            let end = skip_while(sql, i + 1, is_ident_cont);
+            if pins_by_name(&sql[i..end]) {
+                return false;
+            }
+            end
+        } else if c.is_ascii_digit() {
+            skip_while(sql, i + 1, |c| c.is_ascii_alphanumeric() || c == b'_')
+        } else {
+            match c {
+                // A placeholder: `$` and its digits, nothing more.
+                b'$' if next.is_some_and(|n| n.is_ascii_digit()) => {
+                    skip_while(sql, i + 1, |c| c.is_ascii_digit())
+                }
+                b'"' => match quoted_name(sql, i + 1) {
+                    Some((name, after)) if !pins_by_name(name) => after,
+                    _ => return false,
+                },
+                // A closing `;` is fine; a second statement is not.
+                b';' => return sql[i + 1..].iter().all(|&b| is_space(b)),
+                b'-' if next != Some(b'-') => i + 1,
+                b'/' if next != Some(b'*') => i + 1,
+                b'&' if next != Some(b'"') => i + 1,
+                // Strings (with their prefixes' quote), dollar quotes and
+                // names with `$`, comments, `U&"..."`, and a backslash.
+                b'\'' | b'$' | b'-' | b'/' | b'&' | b'\\' => return false,
+                _ => i + 1,
+            }
+        };
     }
-    quotes % 2 == 0
+    true
 }
 
-/// The words the classifier pins on wherever they are, in any case, by
-/// their first letter: `temp` (also in `pg_temp` and `temporary`), the
-/// advisory lock functions, `set_config` and `pg_settings`. Matching inside
-/// longer words only sends more text to the full classifier.
-fn quick_needle(at: &[u8]) -> bool {
-    let needle: &[u8] = match at.first().map(|c| c | 0x20) {
-        Some(b't') => b"temp",
-        Some(b'a') => b"advisory_lock",
-        Some(b's') => b"set_config",
-        Some(b'p') => b"pg_settings",
+/// A quoted name's contents (doubled quotes left doubled, as the lexer
+/// leaves them) and where the name ends; `None` if it never ends.
+fn quoted_name(sql: &[u8], from: usize) -> Option<(&[u8], usize)> {
+    let mut i = from;
+    loop {
+        match (sql.get(i)?, sql.get(i + 1)) {
+            (b'"', Some(b'"')) => i += 2,
+            (b'"', _) => return Some((&sql[from..i], i + 1)),
+            _ => i += 1,
+        }
+    }
+}
+
+/// The names the classifier pins on wherever they are, compared whole and
+/// case-blind: the keywords `temp` and `temporary`, and `pg_temp`, the
+/// session advisory lock functions, `set_config` and `pg_settings` (as
+/// keywords or names, quoted or not, called or not: a needless match only
+/// sends the text to the full classifier).
+fn pins_by_name(word: &[u8]) -> bool {
+    let name: &[u8] = match word.len() {
+        4 => b"temp",
+        7 => b"pg_temp",
+        9 => b"temporary",
+        10 => b"set_config",
+        11 => b"pg_settings",
+        16 => b"pg_advisory_lock",
+        20 => b"pg_try_advisory_lock",
+        23 => b"pg_advisory_lock_shared",
+        27 => b"pg_try_advisory_lock_shared",
         _ => return false,
     };
-    // Case folded by one bit, on both sides: a byte that only matches
-    // this way (`_` and DEL) just sends the text to the full classifier.
-    at.len() >= needle.len() && at.iter().zip(needle).all(|(a, n)| a | 0x20 == n | 0x20)
+    word.eq_ignore_ascii_case(name)
 }
 
 /// Where the ordinary statement's first word that starts the text (after

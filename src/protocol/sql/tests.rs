@@ -634,7 +634,7 @@ fn sets_the_pooler_cannot_replay_pin() {
 #[test]
 fn the_quick_look_agrees_with_the_classifier() {
     use rand::{rngs::StdRng, Rng, SeedableRng};
-    const PIECES: [&str; 40] = [
+    const PIECES: [&str; 52] = [
         "SELECT ",
         "select",
         "WITH ",
@@ -675,10 +675,22 @@ fn the_quick_look_agrees_with_the_classifier() {
         "pg_settings",
         "x",
         "1",
+        "\"pg_temp\"",
+        "\"Set_Config\"",
+        "pg_try_advisory_lock_shared",
+        "temperature",
+        "e",
+        "_",
+        ".",
+        "0x",
+        "U&\"",
+        "$",
+        "é",
+        "TEMP",
     ];
     let mut rng = StdRng::seed_from_u64(15);
     let mut quick = 0;
-    for _ in 0..200_000 {
+    for _ in 0..300_000 {
         let n = rng.gen_range(1..10);
         let mut sql = String::new();
         for _ in 0..n {
@@ -698,6 +710,7 @@ fn the_quick_look_agrees_with_the_classifier() {
         "SELECT abalance FROM pgbench_accounts WHERE aid = 123;",
         "  update t set a = $1 where b = $2 ;\n",
         r#"SELECT "users".* FROM "users" WHERE "users"."id" = $1"#,
+        "SELECT * FROM temperature WHERE x = 1temp",
         "INSERT INTO h (a) VALUES (1, CURRENT_TIMESTAMP)",
         // pgbench's TPC-B-like script, all but BEGIN and END.
         "UPDATE pgbench_accounts SET abalance = abalance + -4821 WHERE aid = 5;",
