@@ -284,13 +284,7 @@ async fn errors_keep_the_session_and_violations_end_it() {
     assert_eq!(raw.query("SHOW VERSION").rows.len(), 1);
     // A query string with a NUL inside is a protocol violation: FATAL 08P01.
     raw.send(&message(b'Q', b"SHOW\0POOLS\0")).unwrap();
-    let replies = raw.read_until_close(Duration::from_secs(5));
-    let err = replies.iter().find_map(Reply::error).expect("an error");
-    assert_eq!(
-        (err.severity.as_str(), err.code.as_str()),
-        ("FATAL", "08P01")
-    );
-    assert_eq!(replies.last(), Some(&Reply::Closed));
+    raw.fatal_then_close(Duration::from_secs(5), "08P01", "a NUL in the query");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -28,17 +28,7 @@ fn refuses_new_clients(pooler: &Pooler, t: Transport) -> bool {
 
 /// Reads `raw` (session `who`) until the pooler closes it: FATAL 57P01 first.
 fn closed_with_57p01(raw: &mut RawConn, who: &str) {
-    let replies = raw.read_until_close(Duration::from_secs(5));
-    let err = replies
-        .iter()
-        .find_map(Reply::error)
-        .unwrap_or_else(|| panic!("{who}: no ErrorResponse, got {replies:?}"));
-    assert_eq!(
-        (err.severity.as_str(), err.code.as_str()),
-        ("FATAL", "57P01"),
-        "{who}: {err:?}"
-    );
-    assert_eq!(replies.last(), Some(&Reply::Closed), "{who}: {replies:?}");
+    raw.fatal_then_close(Duration::from_secs(5), "57P01", who);
 }
 
 #[test]

@@ -513,17 +513,7 @@ fn idle_transaction_timeout_ends_the_client_and_frees_its_backend() {
     );
     let ended = |c: &mut RawConn, what: &str| {
         let started = Instant::now();
-        let replies = c.read_until_close(WAIT);
-        let err = replies
-            .iter()
-            .find_map(Reply::error)
-            .unwrap_or_else(|| panic!("{what}: no error before the close: {replies:?}"));
-        assert_eq!(
-            (err.severity.as_str(), err.code.as_str()),
-            ("FATAL", "25P03"),
-            "{what}: {err:?}"
-        );
-        assert_eq!(replies.last(), Some(&Reply::Closed), "{what}");
+        c.fatal_then_close(WAIT, "25P03", what);
         assert!(started.elapsed() < WAIT);
     };
     let (mut b, _) = login(&p);

@@ -1454,25 +1454,11 @@ fn statement_mode_refuses_transaction_blocks_and_runs_single_statements() {
     );
     let p = Pooler::start(pg, PoolerOpts::transaction(1).mode("statement"));
     let refused = |c: &mut RawConn, what: &str| {
-        let replies = c.read_until_close(WAIT);
-        let err = replies
-            .iter()
-            .find_map(Reply::error)
-            .unwrap_or_else(|| panic!("{what}: no error before the close: {replies:?}"));
+        let err = c.fatal_then_close(WAIT, "0A000", what);
         assert_eq!(
-            (
-                err.severity.as_str(),
-                err.code.as_str(),
-                err.message.as_str()
-            ),
-            (
-                "FATAL",
-                "0A000",
-                "transaction blocks are not allowed in statement pooling mode"
-            ),
+            err.message, "transaction blocks are not allowed in statement pooling mode",
             "{what}"
         );
-        assert_eq!(replies.last(), Some(&Reply::Closed), "{what}: {replies:?}");
     };
     let (mut a, _) = login(&p, &[]);
     let r = q_ok(&mut a, "SELECT 1");

@@ -284,6 +284,24 @@ impl RawConn {
             }
         }
     }
+
+    /// Reads until the peer closes, within `timeout`, and checks that it
+    /// sent a FATAL ErrorResponse with `code` first; `who` names the session
+    /// in a failure. The error, for further checks.
+    pub fn fatal_then_close(&mut self, timeout: Duration, code: &str, who: &str) -> ErrorFields {
+        let replies = self.read_until_close(timeout);
+        let err = replies
+            .iter()
+            .find_map(Reply::error)
+            .unwrap_or_else(|| panic!("{who}: no ErrorResponse before the close: {replies:?}"));
+        assert_eq!(
+            (err.severity.as_str(), err.code.as_str()),
+            ("FATAL", code),
+            "{who}: {err:?}"
+        );
+        assert_eq!(replies.last(), Some(&Reply::Closed), "{who}: {replies:?}");
+        err
+    }
 }
 
 /// Sends one CancelRequest on a new connection and waits for the server to
