@@ -208,22 +208,15 @@ pub fn ends_failed_transaction(sql: &[u8]) -> bool {
 /// True for a statement whose first word is SELECT, INSERT, UPDATE, DELETE,
 /// WITH, VALUES or TABLE: no leading keyword of it changes the session.
 fn plain_statement(sql: &[u8], first: Tok) -> bool {
-    let Tok::Word(s, e) = first else {
-        return false;
-    };
-    let mut word = [0u8; 6];
-    match sql.get(s..e) {
-        Some(w) if w.len() <= word.len() => {
-            for (d, c) in word.iter_mut().zip(w) {
-                *d = c.to_ascii_lowercase();
-            }
-            matches!(
-                &word[..w.len()],
-                b"select" | b"insert" | b"update" | b"delete" | b"with" | b"values" | b"table"
-            )
-        }
-        _ => false,
-    }
+    matches!(first, Tok::Word(s, e) if sql.get(s..e).is_some_and(plain_first_word))
+}
+
+/// [`plain_statement`]'s first words, any case.
+fn plain_first_word(word: &[u8]) -> bool {
+    const WORDS: [&[u8]; 7] = [
+        b"select", b"insert", b"update", b"delete", b"with", b"values", b"table",
+    ];
+    WORDS.iter().any(|k| word.eq_ignore_ascii_case(k))
 }
 
 /// Enough leading tokens for the longest form we read: `SET SESSION "a"."b" = DEFAULT`.

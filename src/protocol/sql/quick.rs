@@ -71,25 +71,14 @@ fn quoted_name(sql: &[u8], from: usize) -> Option<(&[u8], usize)> {
     }
 }
 
-/// The names the classifier pins on wherever they are, compared whole and
-/// case-blind: the keywords `temp` and `temporary`, and `pg_temp`, the
-/// session advisory lock functions, `set_config` and `pg_settings` (as
-/// keywords or names, quoted or not, called or not: a needless match only
-/// sends the text to the full classifier).
+/// Whether `word` (a word, or a quoted name's contents) is one the
+/// classifier pins on wherever it is ([`super::watch::NAMES`]), whole and
+/// case-blind; as a keyword or a name, called or not: a needless match
+/// only sends the text to the full classifier.
 fn pins_by_name(word: &[u8]) -> bool {
-    let name: &[u8] = match word.len() {
-        4 => b"temp",
-        7 => b"pg_temp",
-        9 => b"temporary",
-        10 => b"set_config",
-        11 => b"pg_settings",
-        16 => b"pg_advisory_lock",
-        20 => b"pg_try_advisory_lock",
-        23 => b"pg_advisory_lock_shared",
-        27 => b"pg_try_advisory_lock_shared",
-        _ => return false,
-    };
-    word.eq_ignore_ascii_case(name)
+    super::watch::NAMES
+        .iter()
+        .any(|n| word.eq_ignore_ascii_case(n))
 }
 
 /// Where the ordinary statement's first word that starts the text (after
@@ -104,17 +93,5 @@ fn starts_plain(sql: &[u8]) -> Option<usize> {
     if rest.get(len).is_some_and(|&b| is_ident_cont(b)) {
         return None;
     }
-    let word = &rest[..len];
-    [
-        &b"select"[..],
-        b"insert",
-        b"update",
-        b"delete",
-        b"with",
-        b"values",
-        b"table",
-    ]
-    .iter()
-    .any(|k| word.eq_ignore_ascii_case(k))
-    .then_some(start + len)
+    super::plain_first_word(&rest[..len]).then_some(start + len)
 }

@@ -74,7 +74,7 @@ impl Watch {
         let pin = match tok {
             Tok::Punct(b'(') => call_pin(sql, self.prev),
             Tok::Word(..) => self.word_pin(sql, tok),
-            Tok::Quoted(..) if ident_is(sql, tok, b"pg_temp") => Some(PinReason::TempObject),
+            Tok::Quoted(..) if ident_is(sql, tok, PG_TEMP) => Some(PinReason::TempObject),
             _ => None,
         };
         // An UPDATE of pg_settings calls set_config (the statement's own
@@ -83,7 +83,7 @@ impl Watch {
             self.updating |= is_kw(sql, tok, b"update");
         }
         let pin = pin.or_else(|| {
-            (self.updating && ident_is(sql, tok, b"pg_settings")).then_some(PinReason::SetConfig)
+            (self.updating && ident_is(sql, tok, PG_SETTINGS)).then_some(PinReason::SetConfig)
         });
         let pin = set.or(pin);
         let create_mod = [&b"or"[..], b"replace", b"global", b"local"];
@@ -98,10 +98,10 @@ impl Watch {
         let kw = |k: &[u8]| is_kw(sql, tok, k);
         // pg_temp also catches `SET search_path = pg_temp`, after which a plain
         // CREATE TABLE makes a temporary table.
-        if kw(b"pg_temp") {
+        if kw(PG_TEMP) {
             return Some(PinReason::TempObject);
         }
-        if kw(b"temp") || kw(b"temporary") {
+        if kw(TEMP) || kw(TEMPORARY) {
             let scope = is_kw(sql, self.prev, b"local") || is_kw(sql, self.prev, b"global");
             let into = (is_kw(sql, self.prev, b"into")
                 && !is_kw(sql, self.prev2, b"insert")
@@ -156,17 +156,39 @@ impl Watch {
     }
 }
 
+/// The session advisory lock functions (the transaction ones end with it).
+const LOCKS: [&[u8]; 4] = [
+    b"pg_advisory_lock",
+    b"pg_advisory_lock_shared",
+    b"pg_try_advisory_lock",
+    b"pg_try_advisory_lock_shared",
+];
+const SET_CONFIG: &[u8] = b"set_config";
+const PG_SETTINGS: &[u8] = b"pg_settings";
+const PG_TEMP: &[u8] = b"pg_temp";
+const TEMP: &[u8] = b"temp";
+const TEMPORARY: &[u8] = b"temporary";
+
+/// Every name the watch looks for outside bodies (as a keyword or a name,
+/// quoted or not): a statement without a body that holds none of them
+/// pins nowhere, which is what [`super::quick`] relies on.
+pub(super) const NAMES: [&[u8]; 9] = [
+    LOCKS[0],
+    LOCKS[1],
+    LOCKS[2],
+    LOCKS[3],
+    SET_CONFIG,
+    PG_SETTINGS,
+    PG_TEMP,
+    TEMP,
+    TEMPORARY,
+];
+
 /// A call of a function that can change session state; any schema counts.
 fn call_pin(sql: &[u8], name: Tok) -> Option<PinReason> {
-    const LOCKS: [&[u8]; 4] = [
-        b"pg_advisory_lock",
-        b"pg_advisory_lock_shared",
-        b"pg_try_advisory_lock",
-        b"pg_try_advisory_lock_shared",
-    ];
     if LOCKS.iter().any(|n| ident_is(sql, name, n)) {
         Some(PinReason::AdvisoryLock)
-    } else if ident_is(sql, name, b"set_config") {
+    } else if ident_is(sql, name, SET_CONFIG) {
         Some(PinReason::SetConfig)
     } else {
         None
