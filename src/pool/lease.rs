@@ -58,15 +58,9 @@ impl Lease {
                 return;
             }
             HandOff::Reuse => {
-                let now = Instant::now();
-                if let Some(why) = self.pool.retire_reason(&obj, now) {
-                    discard(obj, why);
-                    return;
-                }
-                obj.clean = true;
-                obj.idle_since = now;
-                obj.backend.pooled();
-                drop(obj);
+                // The backend goes back before the place in the pool does,
+                // so whoever gets the place finds it idle.
+                repool(&self.pool, obj);
                 drop(permit);
                 return;
             }
@@ -80,21 +74,26 @@ impl Lease {
                 .backend
                 .settle(how, tuning.drain_timeout, &tuning.reset_query)
                 .await;
-            let now = Instant::now();
             match settled {
-                Ok(()) => match pool.retire_reason(&obj, now) {
-                    Some(why) => discard(obj, why),
-                    None => {
-                        obj.clean = true;
-                        obj.idle_since = now;
-                        obj.backend.pooled();
-                        drop(obj);
-                    }
-                },
+                Ok(()) => repool(&pool, obj),
                 Err(why) => discard(obj, &why),
             }
             drop(permit);
         });
+    }
+}
+
+/// Puts a clean backend back in the pool, idle from now, unless it must
+/// retire ([`Pool::retire_reason`]).
+fn repool(pool: &Pool, mut obj: Object<BackendManager>) {
+    let now = Instant::now();
+    match pool.retire_reason(&obj, now) {
+        Some(why) => discard(obj, why),
+        None => {
+            obj.clean = true;
+            obj.idle_since = now;
+            obj.backend.pooled();
+        }
     }
 }
 

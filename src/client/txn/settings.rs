@@ -119,8 +119,9 @@ pub fn sync(
     // values, costs one comparison instead of a lookup per parameter; and
     // once the backend shares the client's set, a pointer's.
     let params = backend.ledger_ref().params();
-    let same = Arc::ptr_eq(params, shown) || params == shown;
-    if same && !Arc::ptr_eq(params, shown) {
+    let shared = Arc::ptr_eq(params, shown);
+    let same = shared || params == shown;
+    if same && !shared {
         backend.ledger().share_params(shown);
     }
     for (name, value) in shown.iter().filter(|_| !same) {
