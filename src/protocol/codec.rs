@@ -73,25 +73,35 @@ pub struct Frame {
 }
 
 /// A byte buffer with a readable window `[head, tail)`.
+///
+/// Offsets and sizes are `u32`: every client keeps one, idle or not, and a
+/// buffer never grows past its cap, which a message's 32-bit length word
+/// bounds anyway.
 pub struct FrameBuf {
     data: Vec<u8>,
-    head: usize,
-    tail: usize,
-    max_capacity: usize,
+    head: u32,
+    tail: u32,
+    max_capacity: u32,
     /// Size to come back to after [`FrameBuf::shed`].
-    initial: usize,
+    initial: u32,
     /// Where a shed buffer goes and the next one comes from; None: the allocator.
     stash: Option<Arc<BufStash>>,
+}
+
+/// `n` as a buffer size (a larger cap is the same as none).
+fn size32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl FrameBuf {
     /// A buffer of `initial` bytes that may grow to `max_capacity` for one frame.
     pub fn new(initial: usize, max_capacity: usize) -> Self {
+        let initial = size32(initial);
         FrameBuf {
-            data: vec![0; initial],
+            data: vec![0; initial as usize],
             head: 0,
             tail: 0,
-            max_capacity: max_capacity.max(initial),
+            max_capacity: size32(max_capacity).max(initial),
             initial,
             stash: None,
         }
@@ -114,7 +124,8 @@ impl FrameBuf {
             self.head = 0;
             self.tail = 0;
             // One grown for a large message goes back to the allocator.
-            if let Some(stash) = self.stash.as_ref().filter(|_| data.len() == self.initial) {
+            let initial = self.initial as usize;
+            if let Some(stash) = self.stash.as_ref().filter(|_| data.len() == initial) {
                 stash.give(data);
             }
         }
@@ -123,13 +134,13 @@ impl FrameBuf {
     /// Bytes read but not yet consumed.
     #[inline]
     pub fn readable(&self) -> &[u8] {
-        &self.data[self.head..self.tail]
+        &self.data[self.head as usize..self.tail as usize]
     }
 
     /// Number of unconsumed bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.tail - self.head
+        (self.tail - self.head) as usize
     }
 
     /// True when nothing is buffered.
@@ -146,15 +157,16 @@ impl FrameBuf {
     /// Free space to read into; compacts first if the tail reached the end.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.data.is_empty() {
+            let initial = self.initial as usize;
             self.data = match &self.stash {
-                Some(stash) => stash.take(self.initial),
-                None => vec![0; self.initial],
+                Some(stash) => stash.take(initial),
+                None => vec![0; initial],
             };
         }
-        if self.tail == self.data.len() && self.head > 0 {
+        if self.tail as usize == self.data.len() && self.head > 0 {
             self.compact();
         }
-        &mut self.data[self.tail..]
+        &mut self.data[self.tail as usize..]
     }
 
     /// Records that `n` bytes were written into [`FrameBuf::spare`]. A read
@@ -163,11 +175,14 @@ impl FrameBuf {
     /// idle connection keeps a small one.
     #[inline]
     pub fn filled(&mut self, n: usize) {
-        debug_assert!(self.tail + n <= self.data.len());
-        let was_full = self.tail + n == self.data.len();
-        self.tail += n;
-        if was_full && self.data.len() < self.max_capacity {
-            let grown = (self.data.len() * 2).min(self.max_capacity);
+        let tail = self.tail as usize + n;
+        debug_assert!(tail <= self.data.len());
+        let was_full = tail == self.data.len();
+        // The data never outgrows the cap, a u32.
+        self.tail = tail as u32;
+        let cap = self.max_capacity as usize;
+        if was_full && self.data.len() < cap {
+            let grown = (self.data.len() * 2).min(cap);
             self.data.resize(grown, 0);
         }
     }
@@ -176,7 +191,8 @@ impl FrameBuf {
     #[inline]
     pub fn consume(&mut self, n: usize) {
         debug_assert!(n <= self.len());
-        self.head += n;
+        // At most the readable window, itself within the data.
+        self.head += n as u32;
         if self.head == self.tail {
             self.head = 0;
             self.tail = 0;
@@ -185,24 +201,24 @@ impl FrameBuf {
 
     /// Moves the readable bytes to the start of the buffer.
     fn compact(&mut self) {
-        self.data.copy_within(self.head..self.tail, 0);
+        self.data
+            .copy_within(self.head as usize..self.tail as usize, 0);
         self.tail -= self.head;
         self.head = 0;
     }
 
     /// Makes room for a frame of `total` bytes, within the cap.
     pub fn ensure_room_for(&mut self, total: usize) -> Result<(), Violation> {
-        if total > self.max_capacity {
+        let cap = self.max_capacity as usize;
+        if total > cap {
             return Err(Violation::new(format!(
-                "message of {total} bytes exceeds the limit of {} bytes",
-                self.max_capacity
+                "message of {total} bytes exceeds the limit of {cap} bytes"
             )));
         }
-        if self.data.len() - self.head < total {
+        if self.data.len() - (self.head as usize) < total {
             self.compact();
             if self.data.len() < total {
-                self.data
-                    .resize(total.next_power_of_two().min(self.max_capacity), 0);
+                self.data.resize(total.next_power_of_two().min(cap), 0);
             }
         }
         Ok(())
@@ -211,8 +227,8 @@ impl FrameBuf {
     /// Makes room for a frame of `total` bytes that may exceed the usual cap,
     /// up to `hard_cap` (a message the pooler must read whole).
     pub fn ensure_room_up_to(&mut self, total: usize, hard_cap: usize) -> Result<(), Violation> {
-        if total > self.max_capacity && total <= hard_cap {
-            self.max_capacity = total.next_power_of_two().min(hard_cap);
+        if total > self.max_capacity as usize && total <= hard_cap {
+            self.max_capacity = size32(total.next_power_of_two().min(hard_cap));
         }
         self.ensure_room_for(total)
     }
@@ -384,6 +400,21 @@ mod tests {
         feed(&mut b, b"d\0\0\0\x28");
         assert_eq!(b.tagged_frame(100).unwrap(), None);
         assert!(b.capacity() >= 41);
+    }
+
+    #[test]
+    fn a_cap_past_32_bits_is_no_cap_and_refuses_nothing_it_could_hold() {
+        let mut b = FrameBuf::new(8, usize::MAX);
+        assert!(b.ensure_room_up_to(1 << 20, usize::MAX).is_ok());
+        assert!(b.capacity() >= 1 << 20);
+        let past = u32::MAX as usize + 1;
+        let e = b.ensure_room_for(past).expect_err("past 4 GiB");
+        assert!(e.to_string().contains(&past.to_string()), "{e}");
+        // A window that moved keeps its bytes through a compaction.
+        feed(&mut b, b"abcdef");
+        b.consume(2);
+        assert!(b.ensure_room_for(b.capacity()).is_ok());
+        assert_eq!(b.readable(), b"cdef");
     }
 
     #[test]

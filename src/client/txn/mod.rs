@@ -17,7 +17,6 @@ pub mod statements;
 
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
-use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 
@@ -26,7 +25,7 @@ use super::session::{departure, Session};
 use super::stop::Stop;
 use super::{ClientError, Meter, RelayEnd};
 use crate::backend::{Departure, ParamSet};
-use crate::config::PoolMode;
+use crate::config::{Config, PoolMode};
 use crate::pool::{Lease, Pool};
 use crate::pooler::Pooler;
 use crate::protocol::scan::Scanner;
@@ -58,39 +57,19 @@ pub(super) fn serve<'a>(
             None => pooler.pool_for(session.entry.database(), session.entry.user())?,
         };
         let config = pooler.config();
-        // A followed parameter must be one the server reports: the pooler
-        // learns a client's SET of it from ParameterStatus. A SET of any other
-        // parameter (even one listed in track_parameters) pins instead.
-        // The names as of login, shared with the login's set rather than
-        // copied: thousands of idle clients each kept a dozen strings here.
-        let reported = Arc::clone(&session.params);
-        let tracked = |name: &str| {
-            config.pool.is_tracked(name)
-                && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
-        };
         let watch = Stop::new(&pool, &session.entry);
         let stop = watch.stopped();
         tokio::pin!(stop);
-        // A takeover's hand-over wakes the idle clients that may move.
-        let signals = session.entry.signals();
         let mut moving_seen = false;
         let mut client = Between {
             pooler,
             pool: &pool,
+            config: &config,
+            reported: &session.params,
             entry: &session.entry,
             cancel_key: &session.cancel_key,
             client_class: Class::client(session.transport, stream.is_tls(), Some(session.auth)),
             statement_mode: session.pool_mode == PoolMode::Statement,
-            idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
-            max_prepared: config.pool.max_prepared_statements,
-            tracked: &tracked,
-            rewriter: Rewriter {
-                registry: &pooler.statements,
-                manage: config.pool.max_prepared_statements > 0,
-                budget: config.pool.prepared_statement_bytes,
-                client_budget: config.pool.prepared_statement_bytes_per_client,
-                tracked: &tracked,
-            },
             strings: relay::client_strings(Some(&session.params)),
             params: session.params.clone(),
             settings: ClientSettings::new(std::mem::take(&mut session.extras)),
@@ -101,11 +80,9 @@ pub(super) fn serve<'a>(
             stays: false,
         };
         client.restore(session.carried.take());
-        let mut lease = session.lease.take();
-        let entry = &session.entry;
         let mut transactions: u64 = 0;
         let end = loop {
-            if lease.is_none() {
+            if session.lease.is_none() {
                 // A takeover's new process serves it from here on.
                 let who = moving::Who {
                     user: session.entry.user(),
@@ -117,15 +94,17 @@ pub(super) fn serve<'a>(
                 {
                     return Ok(());
                 }
-                entry.set(ClientState::Idle, None);
+                session.entry.set(ClientState::Idle, None);
                 let may_move = !moving_seen && client.outbox(stream).is_some();
                 // Not boxed: the wait and the (boxed) transaction are never live
                 // together, so their room in this future overlaps, and a box
                 // would cost an allocation per transaction and save nothing.
                 let scan = &client.scan;
-                let moving = may_move.then_some(signals);
-                let waiting = std::future::poll_fn(|cx| {
-                    poll_wait(cx, stream, buf, scan, stop.as_mut(), moving)
+                // A takeover's hand-over wakes the idle clients that may move.
+                let moving = may_move.then(|| session.entry.signals());
+                let (st, fb, mut halt) = (&mut *stream, &mut *buf, stop.as_mut());
+                let waiting = std::future::poll_fn(move |cx| {
+                    poll_wait(cx, st, fb, scan, halt.as_mut(), moving)
                 });
                 match waiting.await {
                     Waited::Message => {}
@@ -149,7 +128,7 @@ pub(super) fn serve<'a>(
             // state (the checkout's, then the relay's: over 2 KiB). One
             // allocation per transaction, and the copy into the box costs
             // less than the memory saved across thousands of idle clients.
-            let held = lease.take().map(|l| *l);
+            let held = session.lease.take().map(|l| *l);
             match Box::pin(client.transaction(held, stream, buf, stop.as_mut())).await? {
                 TxnEnd::Idle => transactions += 1,
                 TxnEnd::Ended(end) => break end,
@@ -158,7 +137,7 @@ pub(super) fn serve<'a>(
         if let Some(m) = client.meter.as_mut() {
             m.flush(None);
         }
-        entry.set(ClientState::Closing, None);
+        session.entry.set(ClientState::Closing, None);
         tracing::info!(
             user = session.entry.user(),
             database = session.entry.database(),
@@ -173,18 +152,20 @@ pub(super) fn serve<'a>(
 }
 
 /// What a transaction-mode client keeps between transactions, which each
-/// transaction on a backend reads and updates.
-struct Between<'p, 'x> {
+/// transaction on a backend reads and updates. Every idle client keeps
+/// one: what the configuration says is read from it when needed, not
+/// copied here.
+struct Between<'p> {
     pooler: &'p Arc<Pooler>,
     pool: &'p Arc<Pool>,
+    /// The configuration as of the client's login.
+    config: &'p Config,
+    /// The parameters the server reported at login (see [`Between::follows`]).
+    reported: &'p ParamSet,
     entry: &'p ClientEntry,
     cancel_key: &'p CancelKey,
     client_class: Class,
     statement_mode: bool,
-    idle_tx_timeout: Option<Duration>,
-    max_prepared: usize,
-    tracked: &'x (dyn Fn(&str) -> bool + Sync),
-    rewriter: Rewriter<'x>,
     /// The parameters the client was shown, kept current by the relay.
     params: Arc<ParamSet>,
     settings: ClientSettings,
@@ -199,12 +180,25 @@ struct Between<'p, 'x> {
     stays: bool,
 }
 
-impl Between<'_, '_> {
+/// Whether the pooler follows a client's SET of `name` itself. A followed
+/// parameter must be one the server reports (`reported`, the login's set):
+/// the pooler learns a client's SET of it from ParameterStatus. A SET of
+/// any other parameter (even one listed in track_parameters) pins instead.
+fn follows(config: &Config, reported: &ParamSet, name: &str) -> bool {
+    config.pool.is_tracked(name) && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
+}
+
+impl Between<'_> {
     /// Whether [`Between::answer_ahead`] may answer what is buffered: only
     /// a batch that starts with a Parse, when the pooler manages statements.
     fn may_answer_ahead(&self, buf: &FrameBuf) -> bool {
         let parse_first = buf.readable().first() == Some(&fe::PARSE);
-        self.rewriter.manage && parse_first && self.scan.at_boundary()
+        self.manages_statements() && parse_first && self.scan.at_boundary()
+    }
+
+    /// False when `max_prepared_statements` is 0: names pass untouched and pin.
+    fn manages_statements(&self) -> bool {
+        self.config.pool.max_prepared_statements > 0
     }
 
     /// Answers a batch of Parses the client's statements already cover
@@ -215,11 +209,12 @@ impl Between<'_, '_> {
         stream: &mut Stream,
         buf: &mut FrameBuf,
     ) -> Result<bool, ClientError> {
+        let (config, reported) = (self.config, self.reported);
         let ahead = ahead::Ahead {
             registry: &self.pooler.statements,
-            client_budget: self.rewriter.client_budget,
+            client_budget: config.pool.prepared_statement_bytes_per_client,
             strings: self.strings,
-            tracked: self.tracked,
+            tracked: &|name| follows(config, reported, name),
         };
         let mut out = bytes::BytesMut::new();
         let Some(n) = ahead.answer(buf.readable(), &mut self.statements, &mut out) else {
@@ -239,6 +234,9 @@ impl Between<'_, '_> {
         buf: &mut FrameBuf,
         mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
     ) -> Result<TxnEnd, ClientError> {
+        let (config, reported) = (self.config, self.reported);
+        let tracked = |name: &str| follows(config, reported, name);
+        let manage = self.manages_statements();
         let mut held = match held {
             Some(l) => l,
             None => {
@@ -255,7 +253,7 @@ impl Between<'_, '_> {
                 };
                 let mut l = acquired.map_err(ClientError::Acquire)?;
                 if let Err(e) =
-                    settings::sync(l.backend(), (&self.params, &self.settings), self.tracked)
+                    settings::sync(l.backend(), (&self.params, &self.settings), &tracked)
                 {
                     l.backend().ledger().break_with(e.to_string());
                     l.finish(Departure::SessionOver { keeps_state: true });
@@ -267,7 +265,7 @@ impl Between<'_, '_> {
         held.backend()
             .ledger()
             .prepared()
-            .set_capacity(self.max_prepared);
+            .set_capacity(config.pool.max_prepared_statements);
         let backend_id = held.backend().id();
         self.entry.set(ClientState::Active, Some(backend_id));
         self.cancel_key
@@ -281,11 +279,19 @@ impl Between<'_, '_> {
             ))
         });
         meter.assigned(held.waited());
+        let mut rewriter = Rewriter {
+            registry: &self.pooler.statements,
+            manage,
+            budget: config.pool.prepared_statement_bytes,
+            client_budget: config.pool.prepared_statement_bytes_per_client,
+            tracked: &tracked,
+        };
+        let idle_tx_timeout = config.pool.idle_transaction_timeout;
         let mode = Mode {
             release_at_idle: self.pin.is_none(),
             statement: self.statement_mode,
-            idle_tx_timeout: self.idle_tx_timeout,
-            rewriter: Some(&mut self.rewriter),
+            idle_tx_timeout: Some(idle_tx_timeout).filter(|d| !d.is_zero()),
+            rewriter: Some(&mut rewriter),
             client_params: Some(&mut self.params),
             client_id: self.entry.id(),
             statements: &mut self.statements,

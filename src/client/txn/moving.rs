@@ -37,7 +37,7 @@ pub(super) struct Who<'a> {
     pub(super) auth: AuthKind,
 }
 
-impl Between<'_, '_> {
+impl Between<'_> {
     /// Where this client could be handed over, were a takeover on: None
     /// for one that must stay (pinned, TLS, refused before) or cannot
     /// move now (in the middle of a message).

@@ -13,9 +13,15 @@ use crate::registry::statements::{Statement, OUT_OF_MEMORY};
 /// Stands for the unnamed statement where the books need a statement id.
 pub const UNNAMED: u64 = u64::MAX;
 
-/// One client's named statements, and its unnamed one.
+/// One client's named statements, and its unnamed one. Boxed, and made
+/// at the first Parse: most idle clients never prepare anything, and each
+/// of them would otherwise carry the empty book (120 bytes).
 #[derive(Default)]
-pub struct ClientStatements {
+pub struct ClientStatements(Option<Box<Book>>);
+
+/// What [`ClientStatements`] keeps once the client has prepared something.
+#[derive(Default)]
+struct Book {
     by_name: HashMap<Box<[u8]>, Named, ProcessKeyed>,
     /// Each definition of a name (by serial): the pooler statement and the
     /// client's name, kept a while after a Close, because a server error
@@ -58,33 +64,41 @@ struct Named {
 }
 
 impl ClientStatements {
+    /// The book, made now if the client had none.
+    fn book(&mut self) -> &mut Book {
+        self.0.get_or_insert_with(Box::default)
+    }
+
     /// Every named statement, to hand the client over.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Arc<Statement>)> {
-        self.by_name.iter().map(|(k, n)| (&**k, &n.stmt))
+        self.0
+            .iter()
+            .flat_map(|b| b.by_name.iter().map(|(k, n)| (&**k, &n.stmt)))
     }
 
     /// The statement the client named `name`.
     pub fn get(&self, name: &[u8]) -> Option<&Arc<Statement>> {
-        self.by_name.get(name).map(|n| &n.stmt)
+        self.0.as_ref()?.by_name.get(name).map(|n| &n.stmt)
     }
 
     /// The statement the client named `name`, and which definition of the
     /// name it is (see [`ClientStatements::named`]).
     pub fn get_with_serial(&self, name: &[u8]) -> Option<(&Arc<Statement>, u64)> {
-        self.by_name.get(name).map(|n| (&n.stmt, n.serial))
+        let n = self.0.as_ref()?.by_name.get(name)?;
+        Some((&n.stmt, n.serial))
     }
 
     /// The error a Parse of `name` as `definition` gets when it would take
     /// the client's statements past `budget` bytes.
     pub fn over_budget(&self, name: &[u8], definition: &[u8], budget: usize) -> Option<PgError> {
-        let after = self.bytes + name.len() + definition.len();
+        let bytes = self.0.as_ref().map_or(0, |b| b.bytes);
+        let after = bytes + name.len() + definition.len();
         (after > budget).then(|| {
             PgError::error(
                 OUT_OF_MEMORY,
                 format!(
-                    "out of memory for prepared statements: this client's statements use {} bytes, \
-                     pool.prepared_statement_bytes_per_client is {budget}",
-                    self.bytes
+                    "out of memory for prepared statements: this client's statements use {bytes} bytes, \
+                     pool.prepared_statement_bytes_per_client is {budget}"
                 ),
             )
         })
@@ -92,27 +106,31 @@ impl ClientStatements {
 
     /// Defines `name`; false if the client already has a statement by that name.
     pub fn define(&mut self, name: &[u8], s: Arc<Statement>) -> bool {
-        if self.by_name.contains_key(name) {
+        let book = self.book();
+        if book.by_name.contains_key(name) {
             return false;
         }
-        self.bytes += name.len() + s.definition.len();
-        if self.names.len() > self.by_name.len() + 256 {
-            let live = &self.by_name;
-            self.names
+        book.bytes += name.len() + s.definition.len();
+        if book.names.len() > book.by_name.len() + 256 {
+            let live = &book.by_name;
+            book.names
                 .retain(|serial, _| live.values().any(|n| n.serial == *serial));
         }
-        self.next_serial += 1;
-        let serial = self.next_serial;
-        self.names.insert(serial, (s.id, name.into()));
-        self.by_name.insert(name.into(), Named { stmt: s, serial });
+        book.next_serial += 1;
+        let serial = book.next_serial;
+        book.names.insert(serial, (s.id, name.into()));
+        book.by_name.insert(name.into(), Named { stmt: s, serial });
         true
     }
 
     /// Forgets `name` (the client closed it).
     pub fn close(&mut self, name: &[u8]) -> bool {
-        match self.by_name.remove(name) {
+        let Some(book) = self.0.as_mut() else {
+            return false;
+        };
+        match book.by_name.remove(name) {
             Some(n) => {
-                self.bytes -= name.len() + n.stmt.definition.len();
+                book.bytes -= name.len() + n.stmt.definition.len();
                 true
             }
             None => false,
@@ -122,25 +140,28 @@ impl ClientStatements {
     /// The pooler statement and the client's name of definition `serial`
     /// (for the server's error texts).
     pub fn named(&self, serial: u64) -> Option<(u64, &[u8])> {
-        self.names.get(&serial).map(|(id, n)| (*id, &**n))
+        let (id, n) = self.0.as_ref()?.names.get(&serial)?;
+        Some((*id, &**n))
     }
 
     /// The client defined the unnamed statement as `definition`.
     pub fn set_unnamed(&mut self, definition: &[u8]) {
-        self.unnamed.clear();
-        self.unnamed.extend_from_slice(definition);
-        self.unnamed_live = true;
-        self.unnamed_kept = true;
-        self.unnamed_gen += 1;
+        let book = self.book();
+        book.unnamed.clear();
+        book.unnamed.extend_from_slice(definition);
+        book.unnamed_live = true;
+        book.unnamed_kept = true;
+        book.unnamed_gen += 1;
     }
 
     /// The client defined an unnamed statement too large to keep: it lives
     /// on the backend that parsed it only.
     pub fn set_unnamed_unkept(&mut self) {
-        self.unnamed.clear();
-        self.unnamed_live = true;
-        self.unnamed_kept = false;
-        self.unnamed_gen += 1;
+        let book = self.book();
+        book.unnamed.clear();
+        book.unnamed_live = true;
+        book.unnamed_kept = false;
+        book.unnamed_gen += 1;
     }
 
     /// The client's last unnamed Parse failed or was skipped: whatever the
@@ -148,29 +169,37 @@ impl ClientStatements {
     /// statement after a skip) is the client's, but it cannot be carried
     /// to another backend.
     pub fn unnamed_unknown(&mut self) {
-        self.unnamed_kept = false;
+        if let Some(book) = self.0.as_mut() {
+            book.unnamed_kept = false;
+        }
     }
 
     /// Which of the client's unnamed definitions is current, if any.
     pub fn unnamed_key(&self, client: u64) -> Option<crate::backend::UnnamedKey> {
-        self.unnamed_live.then_some((client, self.unnamed_gen))
+        let book = self.0.as_ref()?;
+        book.unnamed_live.then_some((client, book.unnamed_gen))
     }
 
     /// The client's unnamed statement is gone (a simple Query, a Close, a
     /// failed Parse), or too large to keep.
     pub fn drop_unnamed(&mut self) {
-        self.unnamed_live = false;
+        if let Some(book) = self.0.as_mut() {
+            book.unnamed_live = false;
+        }
     }
 
     /// The client's unnamed statement's definition, if it has one.
     pub fn unnamed(&self) -> Option<&[u8]> {
-        (self.unnamed_live && self.unnamed_kept).then_some(self.unnamed.as_slice())
+        let book = self.0.as_ref()?;
+        (book.unnamed_live && book.unnamed_kept).then_some(book.unnamed.as_slice())
     }
 
     /// Forgets all (the client ran DEALLOCATE ALL or DISCARD ALL).
     pub fn clear(&mut self) {
-        self.by_name.clear();
-        self.bytes = 0;
+        if let Some(book) = self.0.as_mut() {
+            book.by_name.clear();
+            book.bytes = 0;
+        }
     }
 }
 
