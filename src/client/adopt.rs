@@ -9,8 +9,6 @@
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use super::session::Session;
 use super::txn::moving::{self, Carried};
 use super::txn::statements::ClientStatements;
@@ -24,7 +22,11 @@ use crate::stream::{Socket, Stream};
 use crate::takeover::moved::MovedClient;
 
 /// Serves one handed-over client to the end.
-pub async fn adopt(pooler: Arc<Pooler>, moved: MovedClient, fd: OwnedFd) {
+pub fn adopt(
+    pooler: Arc<Pooler>,
+    moved: MovedClient,
+    fd: OwnedFd,
+) -> impl std::future::Future<Output = ()> {
     let id = pooler.next_client_id();
     let transport = moved.transport;
     let span = tracing::info_span!(
@@ -36,7 +38,12 @@ pub async fn adopt(pooler: Arc<Pooler>, moved: MovedClient, fd: OwnedFd) {
         tls = false,
         user = %moved.user,
     );
-    async move {
+    // Not an async fn, and the handed-over state boxed until the session
+    // is restored from it: as a logged-in client's (see client::serve),
+    // the task of an idle handed-over client should be one 256-byte step,
+    // not a kilobyte carrying two copies of what it arrived with.
+    let moved = Box::new(moved);
+    let served = async move {
         let mut stream = match socket(fd, transport) {
             Ok(s) => s,
             Err(e) => {
@@ -46,17 +53,24 @@ pub async fn adopt(pooler: Arc<Pooler>, moved: MovedClient, fd: OwnedFd) {
         };
         let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
         let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
-        let result = match restore(&pooler, moved, id, transport) {
-            Ok(session) => {
-                tracing::info!("client taken over from the old process");
-                Box::pin(super::txn::serve(session, &mut stream, &mut buf, &pooler)).await
-            }
-            Err(e) => Err(e),
+        // Taken out of its box here, so the box is freed now.
+        let moved = {
+            let boxed = moved;
+            *boxed
+        };
+        // The restored session is moved into the boxed relay before the
+        // await: a match around the await would keep its room.
+        let result = 'served: {
+            let relay = match restore(&pooler, moved, id, transport) {
+                Ok(session) => Box::pin(super::txn::serve(session, &mut stream, &mut buf, &pooler)),
+                Err(e) => break 'served Err(e),
+            };
+            tracing::info!("client taken over from the old process");
+            relay.await
         };
         Box::pin(farewell(&mut stream, result)).await;
-    }
-    .instrument(span)
-    .await
+    };
+    crate::logging::InSpan::new(served, span)
 }
 
 /// The descriptor as a stream of the transport the old process said;

@@ -352,8 +352,24 @@ mod task_layout {
         let size = std::mem::size_of_val(&login);
         assert!(size <= 4096, "the handshake future is {size} bytes");
         drop(login);
-        let task = serve(stream, ctx, pooler);
+        let task = serve(stream, ctx, pooler.clone());
         let size = std::mem::size_of_val(&task);
         assert!(size <= 144, "a client's task future is {size} bytes");
+    }
+
+    /// A client a takeover handed over idles in a task like a logged-in
+    /// one's: it was 1 144 bytes (two copies of what it arrived with, and
+    /// the restored session kept across the relay), five 256-byte steps.
+    #[tokio::test]
+    async fn a_handed_over_client_idles_in_one_step() {
+        let (_stream, _ctx, pooler, _peer) = client().await;
+        let (fd, _other) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let moved = crate::takeover::moved::tests::sample();
+        let task = adopt(pooler, moved, fd.into());
+        let size = std::mem::size_of_val(&task);
+        assert!(
+            size <= 144,
+            "a handed-over client's task future is {size} bytes"
+        );
     }
 }
