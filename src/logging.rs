@@ -107,3 +107,84 @@ impl<F: std::future::Future> std::future::Future for InSpan<F> {
         inner.poll(cx)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use super::InSpan;
+    use crate::test_waker::counting_waker;
+
+    /// Log lines written to memory.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::ErrorKind::Other)?
+                .extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Logs from a future's poll and from its drop (a guard it holds).
+    struct Goodbye;
+    impl Drop for Goodbye {
+        fn drop(&mut self) {
+            tracing::info!("dropped");
+        }
+    }
+
+    fn run(level: tracing::Level) -> (String, usize) {
+        let lines = Lines::default();
+        let out = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(level)
+            .with_ansi(false)
+            .with_writer(move || out.clone())
+            .finish();
+        let size = tracing::subscriber::with_default(subscriber, || {
+            let guard = Goodbye;
+            let fut = async move {
+                tracing::info!("polled");
+                std::future::pending::<()>().await;
+                drop(guard);
+            };
+            let mut task = Box::pin(InSpan::new(fut, tracing::info_span!("client", id = 7)));
+            let (_, waker) = counting_waker();
+            assert!(task.as_mut().poll(&mut Context::from_waker(&waker)) == Poll::Pending);
+            let size = std::mem::size_of_val(&*task);
+            drop(task);
+            size
+        });
+        let text = String::from_utf8_lossy(&lines.0.lock().expect("lines")).into_owned();
+        (text, size)
+    }
+
+    #[test]
+    fn polls_and_drops_inside_its_span_and_keeps_none_when_off() {
+        let (text, size) = run(tracing::Level::INFO);
+        let polled = text
+            .lines()
+            .find(|l| l.contains("polled"))
+            .expect("polled line");
+        assert!(polled.contains("client{id=7}"), "{text}");
+        let dropped = text
+            .lines()
+            .find(|l| l.contains("dropped"))
+            .expect("dropped line");
+        assert!(dropped.contains("client{id=7}"), "{text}");
+        // The span is boxed: the wrapper adds one pointer to the future.
+        let (text, off) = run(tracing::Level::WARN);
+        assert!(text.is_empty(), "{text}");
+        assert_eq!(size, off);
+        assert!(size <= 16, "{size}");
+    }
+}

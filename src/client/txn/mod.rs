@@ -160,7 +160,7 @@ struct Between<'p> {
     pool: &'p Arc<Pool>,
     /// The configuration as of the client's login.
     config: &'p Config,
-    /// The parameters the server reported at login (see [`Between::follows`]).
+    /// The parameters the server reported at login (see [`follows`]).
     reported: &'p ParamSet,
     entry: &'p ClientEntry,
     cancel_key: &'p CancelKey,
