@@ -24,7 +24,7 @@ pub enum Stream {
     /// Unix-domain socket.
     Unix(Socket),
     /// TLS over either of the above.
-    Tls(Box<TlsStream<Stream>>),
+    Tls(TlsStream<Stream>),
     /// Placeholder while the socket is handed to a TLS handshake; every I/O fails.
     Detached(Detached),
 }
@@ -122,7 +122,7 @@ impl Stream {
                 (ReadHalf::Plain(r), WriteHalf::Plain(w))
             }
             Stream::Tls(s) => {
-                let (r, w) = tokio::io::split(s.as_mut());
+                let (r, w) = tokio::io::split(s);
                 (ReadHalf::Tls(r), WriteHalf::Tls(w))
             }
             Stream::Detached(_) => (ReadHalf::Detached(Detached), WriteHalf::Detached(Detached)),
@@ -143,8 +143,8 @@ impl Stream {
         config.set_use_server_name_indication(sni);
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
         let plain = std::mem::replace(self, Stream::Detached(Detached));
-        let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
-        if let Err(e) = std::pin::Pin::new(tls.as_mut()).connect().await {
+        let mut tls = TlsStream::new(ssl, plain).map_err(io::Error::other)?;
+        if let Err(e) = std::pin::Pin::new(&mut tls).connect().await {
             // OpenSSL's error stack only says "certificate verify failed"; the
             // verify result says why (unknown CA, expired, wrong host name).
             let verify = tls.ssl().verify_result();
@@ -193,8 +193,8 @@ impl Stream {
     pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
         let plain = std::mem::replace(self, Stream::Detached(Detached));
         let ssl = openssl::ssl::Ssl::new(acceptor.context()).map_err(io::Error::other)?;
-        let mut tls = Box::new(TlsStream::new(ssl, plain).map_err(io::Error::other)?);
-        std::pin::Pin::new(tls.as_mut())
+        let mut tls = TlsStream::new(ssl, plain).map_err(io::Error::other)?;
+        std::pin::Pin::new(&mut tls)
             .accept()
             .await
             .map_err(|e| handshake_failure(&e))?;
