@@ -188,7 +188,7 @@ fn follows(config: &Config, reported: &ParamSet, name: &str) -> bool {
     config.pool.is_tracked(name) && reported.iter().any(|(r, _)| r.eq_ignore_ascii_case(name))
 }
 
-impl Between<'_> {
+impl<'p> Between<'p> {
     /// Whether [`Between::answer_ahead`] may answer what is buffered: only
     /// a batch that starts with a Parse, when the pooler manages statements.
     fn may_answer_ahead(&self, buf: &FrameBuf) -> bool {
@@ -201,6 +201,12 @@ impl Between<'_> {
         self.config.pool.max_prepared_statements > 0
     }
 
+    /// Whether the pooler follows a SET of a name itself (see [`follows`]).
+    fn tracked(&self) -> impl Fn(&str) -> bool + Sync + 'p {
+        let (config, reported) = (self.config, self.reported);
+        move |name| follows(config, reported, name)
+    }
+
     /// Answers a batch of Parses the client's statements already cover
     /// without a backend (see [`Between::may_answer_ahead`]); true when it
     /// did.
@@ -209,12 +215,11 @@ impl Between<'_> {
         stream: &mut Stream,
         buf: &mut FrameBuf,
     ) -> Result<bool, ClientError> {
-        let (config, reported) = (self.config, self.reported);
         let ahead = ahead::Ahead {
             registry: &self.pooler.statements,
-            client_budget: config.pool.prepared_statement_bytes_per_client,
+            client_budget: self.config.pool.prepared_statement_bytes_per_client,
             strings: self.strings,
-            tracked: &|name| follows(config, reported, name),
+            tracked: &self.tracked(),
         };
         let mut out = bytes::BytesMut::new();
         let Some(n) = ahead.answer(buf.readable(), &mut self.statements, &mut out) else {
@@ -234,9 +239,15 @@ impl Between<'_> {
         buf: &mut FrameBuf,
         mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
     ) -> Result<TxnEnd, ClientError> {
-        let (config, reported) = (self.config, self.reported);
-        let tracked = |name: &str| follows(config, reported, name);
-        let manage = self.manages_statements();
+        let (config, pooler) = (self.config, self.pooler);
+        let tracked = self.tracked();
+        let mut rewriter = Rewriter {
+            registry: &pooler.statements,
+            manage: self.manages_statements(),
+            budget: config.pool.prepared_statement_bytes,
+            client_budget: config.pool.prepared_statement_bytes_per_client,
+            tracked: &tracked,
+        };
         let mut held = match held {
             Some(l) => l,
             None => {
@@ -279,18 +290,10 @@ impl Between<'_> {
             ))
         });
         meter.assigned(held.waited());
-        let mut rewriter = Rewriter {
-            registry: &self.pooler.statements,
-            manage,
-            budget: config.pool.prepared_statement_bytes,
-            client_budget: config.pool.prepared_statement_bytes_per_client,
-            tracked: &tracked,
-        };
-        let idle_tx_timeout = config.pool.idle_transaction_timeout;
         let mode = Mode {
             release_at_idle: self.pin.is_none(),
             statement: self.statement_mode,
-            idle_tx_timeout: Some(idle_tx_timeout).filter(|d| !d.is_zero()),
+            idle_tx_timeout: Some(config.pool.idle_transaction_timeout).filter(|d| !d.is_zero()),
             rewriter: Some(&mut rewriter),
             client_params: Some(&mut self.params),
             client_id: self.entry.id(),
