@@ -175,3 +175,48 @@ fn an_idle_first_client_does_not_keep_the_only_backend() {
     assert_eq!(res.scalar().as_deref(), Some("busy_second"));
     drop(idle);
 }
+
+/// Idle backends are reused most recently used first, as PgBouncer's
+/// default (`server_round_robin = 0`): a lone client's transactions stay
+/// on one backend while others idle (and can time out), instead of
+/// rotating over every open one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lone_client_keeps_reusing_the_backend_it_just_released() {
+    let pg = PgCluster::shared();
+    let pooler = txn_pooler(pg, 3);
+    let ci = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
+    // Three open transactions at once: the pool opens all three backends.
+    let mut holders = Vec::new();
+    for _ in 0..3 {
+        let c = connect_ok(&ci).await;
+        c.batch_execute("BEGIN").await.unwrap();
+        holders.push(c);
+    }
+    let mut pids = std::collections::BTreeSet::new();
+    for c in &holders {
+        let pid: i32 = c
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        pids.insert(pid);
+    }
+    assert_eq!(pids.len(), 3, "three transactions, three backends");
+    for c in &holders {
+        c.batch_execute("COMMIT").await.unwrap();
+    }
+    let lone = &holders[0];
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        let pid: i32 = lone
+            .query_one("SELECT pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        seen.push(pid);
+    }
+    assert!(
+        seen.iter().all(|p| *p == seen[0]),
+        "one client's transactions one after another rotated over backends: {seen:?}"
+    );
+}

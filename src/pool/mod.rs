@@ -144,6 +144,7 @@ impl Pool {
         let inner = managed::Pool::builder(manager)
             .max_size(now.size + now.reserve())
             .runtime(Runtime::Tokio1)
+            .queue_mode(managed::QueueMode::Lifo)
             .build()
             .map_err(|e| format!("cannot build pool: {e}"))?;
         let _ = inner.manager().this.set(inner.weak());
