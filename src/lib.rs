@@ -50,4 +50,6 @@ pub mod takeover;
 pub mod tls;
 
 #[cfg(test)]
+mod test_dir;
+#[cfg(test)]
 mod test_waker;

@@ -22,7 +22,7 @@ use common::tls::tls_toml;
 use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TRUST_USER};
 use support::{
     auth_files, cert_failed, matrix, needs_cert, psql_login, psql_matches, socket_matches,
-    socket_outcome, tcp_outcome, Setup, Want,
+    socket_outcome, tcp_outcome, AuthFiles, Setup, Want,
 };
 
 #[test]
@@ -32,18 +32,18 @@ fn each_setting_admits_the_test_ca_certificate_only() {
     let scram = SCRAM_USER.0;
     let trust_pass = Some("trust_pass");
     // (what, [tls] keys, hba file, user, password)
-    let settings: Vec<(&str, String, String, &str, Option<&str>)> = vec![
+    let settings: Vec<(&str, String, AuthFiles, &str, Option<&str>)> = vec![
         (
             "sslmode=verify-ca",
             s.tls(&[("sslmode", "verify-ca")]),
-            String::new(),
+            AuthFiles::none(),
             TRUST_USER,
             None,
         ),
         (
             "sslmode=verify-full",
             s.tls(&[("sslmode", "verify-full")]),
-            String::new(),
+            AuthFiles::none(),
             TRUST_USER,
             None,
         ),
@@ -69,7 +69,7 @@ fn each_setting_admits_the_test_ca_certificate_only() {
         let opts = PoolerOpts::default()
             .auth("trust")
             .tls(&tls)
-            .auth_toml(&auth);
+            .auth_toml(&auth.toml);
         let p = Pooler::start(pg, opts);
         let rt = tokio::runtime::Runtime::new().expect("runtime");
         for (cert, want) in matrix(Want::User(TRUST_USER)) {
@@ -146,7 +146,7 @@ fn verify_full_maps_the_cn_only_through_a_configured_map() {
             PoolerOpts::default()
                 .auth("trust")
                 .tls(&tls)
-                .auth_toml(&auth),
+                .auth_toml(&auth.toml),
         );
         let got = psql_login(&p, &s.pki, Some("mapped"), TRUST_USER, None);
         let want = if mapped {
@@ -184,7 +184,10 @@ fn clientcert_verify_full_on_scram_checks_the_cn_after_the_password() {
         Some("hostssl all all 127.0.0.1/32 scram-sha-256 clientcert=verify-full\n"),
         None,
     );
-    let p = Pooler::start(pg, PoolerOpts::default().tls(&s.tls(&[])).auth_toml(&auth));
+    let p = Pooler::start(
+        pg,
+        PoolerOpts::default().tls(&s.tls(&[])).auth_toml(&auth.toml),
+    );
     let ok = psql_login(&p, &s.pki, Some("scram"), user, Some(password));
     assert_eq!(ok, Ok(user.to_string()));
     // Right password, wrong CN: PostgreSQL's auth_failed for the method.
@@ -289,17 +292,17 @@ fn certificate_settings_without_a_ca_file_are_refused_by_check_and_start_up() {
     let cases = [
         (
             tls_toml(Some(&s.server), &[("sslmode", "verify-ca")]),
-            String::new(),
+            AuthFiles::none(),
             "tls.sslmode: \"verify-ca\" needs tls.ca_file".to_string(),
         ),
         (
             tls_toml(Some(&s.server), &[("socketsslmode", "verify-full")]),
-            String::new(),
+            AuthFiles::none(),
             "tls.socketsslmode: \"verify-full\" needs tls.ca_file".to_string(),
         ),
         (
             tls_toml(Some(&s.server), &[("crl_file", crl.as_str())]),
-            String::new(),
+            AuthFiles::none(),
             "tls.crl_file: needs tls.ca_file".to_string(),
         ),
         (
@@ -317,7 +320,7 @@ fn certificate_settings_without_a_ca_file_are_refused_by_check_and_start_up() {
         let opts = PoolerOpts::default()
             .auth("trust")
             .tls(&tls)
-            .auth_toml(&auth);
+            .auth_toml(&auth.toml);
         let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
         assert_ne!(code, 0, "check accepted it: {out}");
         assert!(out.contains(&want), "check: want {want:?} in:\n{out}");

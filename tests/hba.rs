@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use common::pg::Custom;
 use common::tls::{tls_toml, Certs};
-use common::util::unique_temp_dir;
+use common::util::TempDir;
 use common::wire::{request_packet, Failure, TlsVerify, SSL_REQUEST_CODE};
 use common::{
     connect_err, Endpoint, ErrorFields, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport,
@@ -28,32 +28,45 @@ const CLEARTEXT: i32 = 3;
 const MD5: i32 = 5;
 const SASL: &[i32] = &[10, 11, 12, 0];
 
-/// Writes the hba (and ident) file into a fresh directory; their paths.
-fn write_files(hba: &str, ident: Option<&str>) -> (PathBuf, Option<PathBuf>) {
-    let dir = unique_temp_dir("hba");
-    let hba_path = dir.join("pg_hba.conf");
+/// An hba (and ident) file in a fresh directory, removed on drop: declare
+/// it before the pooler that reads it.
+struct Files {
+    hba: PathBuf,
+    ident: Option<PathBuf>,
+    _dir: TempDir,
+}
+
+impl Files {
+    /// The `[auth]` lines naming the files.
+    fn auth_lines(&self) -> String {
+        let mut t = format!("hba_file = \"{}\"\n", self.hba.display());
+        if let Some(i) = &self.ident {
+            t.push_str(&format!("ident_file = \"{}\"\n", i.display()));
+        }
+        t
+    }
+}
+
+/// Writes the hba (and ident) file into a fresh directory.
+fn write_files(hba: &str, ident: Option<&str>) -> Files {
+    let dir = TempDir::new("hba");
+    let hba_path = dir.path().join("pg_hba.conf");
     std::fs::write(&hba_path, hba).expect("write pg_hba.conf");
     let ident_path = ident.map(|text| {
-        let p = dir.join("pg_ident.conf");
+        let p = dir.path().join("pg_ident.conf");
         std::fs::write(&p, text).expect("write pg_ident.conf");
         p
     });
-    (hba_path, ident_path)
-}
-
-/// The `[auth]` lines naming the files.
-fn auth_lines(hba: &std::path::Path, ident: Option<&std::path::Path>) -> String {
-    let mut t = format!("hba_file = \"{}\"\n", hba.display());
-    if let Some(i) = ident {
-        t.push_str(&format!("ident_file = \"{}\"\n", i.display()));
+    Files {
+        hba: hba_path,
+        ident: ident_path,
+        _dir: dir,
     }
-    t
 }
 
-fn start(pg: &PgCluster, opts: PoolerOpts, hba: &str, ident: Option<&str>) -> (Pooler, PathBuf) {
-    let (hba_path, ident_path) = write_files(hba, ident);
-    let opts = opts.auth_toml(&auth_lines(&hba_path, ident_path.as_deref()));
-    (Pooler::start(pg, opts), hba_path)
+/// pgharbor with `files` as its rule files; `files` must outlive it.
+fn start(pg: &PgCluster, opts: PoolerOpts, files: &Files) -> Pooler {
+    Pooler::start(pg, opts.auth_toml(&files.auth_lines()))
 }
 
 /// The authentication request codes a raw client saw, and the error if any.
@@ -121,7 +134,8 @@ fn each_rule_gives_its_method_first_match_over_both_transports() {
         host all rejected 127.0.0.1/32 reject\n\
         # never reached for md5_user: the first match wins\n\
         host all md5_user 127.0.0.1/32 reject\n";
-    let (p, _) = start(pg, PoolerOpts::default(), hba, None);
+    let files = write_files(hba, None);
+    let p = start(pg, PoolerOpts::default(), &files);
     let (md5, scram) = (MD5_USER, SCRAM_USER);
     use Transport::{Tcp, Unix};
     assert_codes(attempt(&p, Unix, TRUST_USER, "x"), &[OK], "trust on unix");
@@ -175,7 +189,8 @@ async fn refusals_read_as_postgresql_writes_them() {
         hba: hba.into(),
         conf: String::new(),
     });
-    let (p, _) = start(&pg, PoolerOpts::default(), hba, None);
+    let files = write_files(hba, None);
+    let p = start(&pg, PoolerOpts::default(), &files);
     for user in [SCRAM_USER.0, MD5_USER.0] {
         let direct = connect_err(&pg.conninfo(Transport::Tcp, user, Some("x"), TEST_DB)).await;
         let pooled = connect_err(&p.conninfo(Transport::Tcp, user, Some("x"), TEST_DB)).await;
@@ -213,7 +228,8 @@ fn peer_maps_the_socket_peers_os_user() {
                local all all peer map=pooled\n\
                host all all 127.0.0.1/32 trust\n";
     let ident = "pooled root trust_user\npooled /^root$ scram_user\n";
-    let (p, _) = start(pg, PoolerOpts::default(), hba, Some(ident));
+    let files = write_files(hba, Some(ident));
+    let p = start(pg, PoolerOpts::default(), &files);
     // root may be trust_user and scram_user (by the map), without a password.
     assert_codes(
         attempt(&p, Transport::Unix, TRUST_USER, "x"),
@@ -252,7 +268,8 @@ fn hostssl_lines_never_match_a_plain_loopback_connection() {
                hostnossl all md5_user 127.0.0.1/32 md5\n";
     let keys = [("sslmode", "prefer"), ("loopbacksslmode", "prefer")];
     let opts = PoolerOpts::default().tls(&tls_toml(Some(&certs), &keys));
-    let (p, _) = start(pg, opts, hba, None);
+    let files = write_files(hba, None);
+    let p = start(pg, opts, &files);
     let md5 = MD5_USER;
     // Over TLS the hostssl line matches first, for every user.
     assert_codes(
@@ -282,7 +299,8 @@ fn hostssl_lines_never_match_a_plain_loopback_connection() {
     // hostssl line for 127.0.0.1 then can never match.
     let keys = [("sslmode", "prefer"), ("loopbacksslmode", "disable")];
     let opts = PoolerOpts::default().tls(&tls_toml(Some(&certs), &keys));
-    let (p, _) = start(pg, opts, hba, None);
+    let files = write_files(hba, None);
+    let p = start(pg, opts, &files);
     let mut raw = RawConn::connect(&Endpoint::Tcp(p.port()));
     raw.send(&request_packet(SSL_REQUEST_CODE))
         .expect("send SSLRequest");
@@ -297,7 +315,9 @@ fn a_broken_file_on_reload_keeps_the_old_rules() {
     let pg = PgCluster::shared();
     let good = "local all all trust\nhost all all 127.0.0.1/32 trust\n";
     let opts = PoolerOpts::default().admin_users(&[TRUST_USER]);
-    let (p, hba_path) = start(pg, opts, good, None);
+    let files = write_files(good, None);
+    let p = start(pg, opts, &files);
+    let hba_path = &files.hba;
     assert_codes(
         attempt(&p, Transport::Tcp, TRUST_USER, "x"),
         &[OK],
@@ -305,7 +325,7 @@ fn a_broken_file_on_reload_keeps_the_old_rules() {
     );
 
     std::fs::write(
-        &hba_path,
+        hba_path,
         "local all all trust\nhost all all 127.0.0.1/32 bogus\n",
     )
     .expect("write broken pg_hba.conf");
@@ -335,7 +355,7 @@ fn a_broken_file_on_reload_keeps_the_old_rules() {
     );
 
     std::fs::write(
-        &hba_path,
+        hba_path,
         "local all all trust\nhost all all 127.0.0.1/32 md5\n",
     )
     .expect("write new pg_hba.conf");
@@ -356,11 +376,12 @@ fn a_broken_file_on_reload_keeps_the_old_rules() {
 #[test]
 fn check_names_the_bad_line() {
     let pg = PgCluster::shared();
-    let (hba_path, _) = write_files(
+    let bad = write_files(
         "local all all trust\n\nhost all all 10.0.0.0/8 ident\n",
         None,
     );
-    let opts = PoolerOpts::default().auth_toml(&auth_lines(&hba_path, None));
+    let hba_path = &bad.hba;
+    let opts = PoolerOpts::default().auth_toml(&bad.auth_lines());
     let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
     assert_ne!(code, 0, "check accepted a bad hba file: {out}");
     let located = format!("{}:3:", hba_path.display());
@@ -369,8 +390,8 @@ fn check_names_the_bad_line() {
         "check output lacks {located}: {out}"
     );
 
-    let (good, _) = write_files("local all all peer\n", None);
-    let opts = PoolerOpts::default().auth_toml(&auth_lines(&good, None));
+    let good = write_files("local all all peer\n", None);
+    let opts = PoolerOpts::default().auth_toml(&good.auth_lines());
     let (code, out) = Pooler::run_check(&Pooler::sample_config(pg, &opts));
     assert_eq!(code, 0, "check refused a good hba file: {out}");
 }
@@ -382,7 +403,8 @@ fn the_admin_console_goes_through_the_same_rules() {
                host pgharbor,pgbouncer all 127.0.0.1/32 reject\n\
                host all all 127.0.0.1/32 trust\n";
     let opts = PoolerOpts::default().admin_users(&[TRUST_USER]);
-    let (p, _) = start(pg, opts, hba, None);
+    let files = write_files(hba, None);
+    let p = start(pg, opts, &files);
     for console in ["pgharbor", "pgbouncer"] {
         let login = |t: Transport| {
             let mut raw = RawConn::connect(&p.endpoint(t));
@@ -407,7 +429,8 @@ fn loopbacksslmode_require_refuses_before_any_rule() {
     let hba = "hostnossl all all 127.0.0.1/32 trust\nhostssl all all 127.0.0.1/32 trust\n";
     let keys = [("sslmode", "prefer"), ("loopbacksslmode", "require")];
     let opts = PoolerOpts::default().tls(&tls_toml(Some(&certs), &keys));
-    let (p, _) = start(pg, opts, hba, None);
+    let files = write_files(hba, None);
+    let p = start(pg, opts, &files);
     let plain = attempt(&p, Transport::Tcp, TRUST_USER, "x");
     let (code, message) = refused(&plain);
     assert_eq!(code, "28000");

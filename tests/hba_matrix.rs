@@ -20,12 +20,12 @@ mod common;
 mod wire_probe;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use common::pg::Custom;
 use common::tls::{psql_conninfo, tls_toml, Certs};
-use common::util::unique_temp_dir;
+use common::util::TempDir;
 use common::{Backend, DbEntry, PgCluster, Pooler, PoolerOpts, MD5_USER, SCRAM_USER, TEST_DB};
 use wire_probe::{wire_outcome, WIRE_TRANSPORTS};
 
@@ -117,15 +117,17 @@ fn rule_text(body: &str, users_file: &Path) -> String {
     )
 }
 
-/// A file both readers can open (PostgreSQL runs as `postgres`).
-fn users_file() -> std::path::PathBuf {
+/// A file both readers can open (PostgreSQL runs as `postgres`), and its
+/// directory's guard: keep it until the clusters and poolers are gone.
+fn users_file() -> (TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
-    let dir = unique_temp_dir("hba-matrix");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod dir");
-    let path = dir.join("users");
+    let dir = TempDir::new("hba-matrix");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod dir");
+    let path = dir.path().join("users");
     std::fs::write(&path, "# @file inclusion\nmd5_user\n").expect("write users");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod users");
-    path
+    (dir, path)
 }
 
 /// One side's server: where psql connects and what to scrub from its text.
@@ -289,15 +291,15 @@ fn reference_cluster(hba: String) -> PgCluster {
 
 /// pgharbor with `hba` as its rule file, TLS offered as PostgreSQL's
 /// `ssl = on` offers it (sslmode prefer: the rules decide), the secrets of
-/// `reference` in its userlist, and the shared cluster as its backend.
+/// `reference` in its userlist, and the shared cluster as its backend. The
+/// rule file goes into `dir`, which must outlive the pooler.
 ///
 /// The userlist mirrors `reference`'s pg_authid exactly: trust_user has
 /// no password there, so it has no entry here. With a plaintext entry for
 /// it, pgharbor answers `host ... md5` for trust_user with an MD5 request
 /// (5) where PostgreSQL, having no secret, asks for SCRAM (10): a
 /// different input, not a different answer.
-fn pooler_for(reference: &PgCluster, hba: &str, certs: &Certs) -> Pooler {
-    let dir = unique_temp_dir("hba-matrix");
+fn pooler_for(reference: &PgCluster, hba: &str, certs: &Certs, dir: &Path) -> Pooler {
     let hba_path = dir.join("pg_hba.conf");
     std::fs::write(&hba_path, hba).expect("write pg_hba.conf");
     let scram = reference.scram_secret(SCRAM_USER.0);
@@ -323,7 +325,7 @@ fn hba_files_transports_and_sslmodes_answer_as_postgresql_does() {
     let started = Instant::now();
     let backend = PgCluster::shared();
     backend.psql_ok("postgres", &format!("CREATE DATABASE {SAMEUSER_DB}"));
-    let users = users_file();
+    let (_users_dir, users) = users_file();
     let certs = Certs::generate("hba-matrix");
     let texts: Vec<(&'static str, String)> = RULE_FILES
         .iter()
@@ -348,7 +350,8 @@ fn hba_files_transports_and_sslmodes_answer_as_postgresql_does() {
     let mut rows = Vec::new();
     let mut texts_by_file = BTreeMap::new();
     for ((name, text), pg) in texts.iter().zip(&clusters) {
-        let p = pooler_for(pg, text, &certs);
+        let hba_dir = TempDir::new("hba-matrix");
+        let p = pooler_for(pg, text, &certs, hba_dir.path());
         let direct = Side {
             socket_dir: pg.socket_dir(),
             port: pg.port(),

@@ -179,38 +179,20 @@ mod tests {
     use super::super::{AuthMethod, ConfigError};
     use super::*;
     use crate::config::SslMode;
+    use crate::test_dir::TempDir;
 
     const AUTH: &str = "[auth]\nauth_file = \"users.txt\"\n";
 
-    /// A scratch directory under the system temp dir, removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(tag: &str) -> TempDir {
-            let dir =
-                std::env::temp_dir().join(format!("pgharbor-config-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).unwrap();
-            TempDir(dir)
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     #[test]
     fn load_reads_the_file_and_reports_io_errors() {
-        let tmp = TempDir::new("load");
-        let path = tmp.0.join("pgharbor.toml");
+        let tmp = TempDir::new("config-load");
+        let path = tmp.path().join("pgharbor.toml");
         std::fs::write(&path, AUTH).unwrap();
         let c = Config::load(&path).unwrap();
         assert_eq!(c.path, path);
-        assert_eq!(c.auth.auth_file, Some(tmp.0.join("users.txt")));
+        assert_eq!(c.auth.auth_file, Some(tmp.path().join("users.txt")));
 
-        let missing = tmp.0.join("nope.toml");
+        let missing = tmp.path().join("nope.toml");
         let e = Config::load(&missing).unwrap_err();
         assert!(matches!(e, ConfigError::Io { .. }));
         let msg = e.to_string();
@@ -225,17 +207,17 @@ mod tests {
     fn check_files_reports_unreadable_files_and_open_keys() {
         use std::os::unix::fs::PermissionsExt;
 
-        let tmp = TempDir::new("files");
-        std::fs::write(tmp.0.join("users.txt"), "").unwrap();
-        let users = tmp.0.join("users.txt");
+        let tmp = TempDir::new("config-files");
+        std::fs::write(tmp.path().join("users.txt"), "").unwrap();
+        let users = tmp.path().join("users.txt");
         std::fs::set_permissions(&users, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::fs::write(tmp.0.join("server.crt"), "").unwrap();
-        let key = tmp.0.join("server.key");
+        std::fs::write(tmp.path().join("server.crt"), "").unwrap();
+        let key = tmp.path().join("server.key");
         std::fs::write(&key, "").unwrap();
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
         let text = "[listen]\nunix_socket_dir = \"sock\"\n[tls]\ncert_file = \"server.crt\"\nkey_file = \"server.key\"\n\
              [auth]\nauth_file = \"users.txt\"\n[databases.app]\nconninfo = \"sslrootcert=missing.pem\"\n";
-        let c = Config::parse(text, &tmp.0.join("pgharbor.toml")).unwrap();
+        let c = Config::parse(text, &tmp.path().join("pgharbor.toml")).unwrap();
         let problems: Vec<String> = c.check_files().iter().map(|p| p.to_string()).collect();
         assert_eq!(problems.len(), 3, "{problems:#?}");
         assert!(
@@ -248,13 +230,15 @@ mod tests {
         assert!(problems[2].starts_with("error: listen.unix_socket_dir: "));
 
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::fs::create_dir(tmp.0.join("sock")).unwrap();
-        std::fs::remove_file(tmp.0.join("users.txt")).unwrap();
+        std::fs::create_dir(tmp.path().join("sock")).unwrap();
+        std::fs::remove_file(tmp.path().join("users.txt")).unwrap();
         let problems = c.check_files();
         assert_eq!(problems.len(), 1, "{problems:#?}");
         assert!(problems.iter().all(FileProblem::is_error));
         assert_eq!(problems[0].key, "auth.auth_file");
-        let left: Vec<_> = std::fs::read_dir(tmp.0.join("sock")).unwrap().collect();
+        let left: Vec<_> = std::fs::read_dir(tmp.path().join("sock"))
+            .unwrap()
+            .collect();
         assert!(left.is_empty(), "the probe stayed behind: {left:?}");
     }
 

@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 use crate::common::clients::{db_err, psql_cmd, DbErr};
 use crate::common::pki::ClientPki;
 use crate::common::tls::{tls_toml, Certs};
-use crate::common::util::unique_temp_dir;
+use crate::common::util::TempDir;
 use crate::common::{Pooler, TEST_DB};
 
 /// What a login should come to.
@@ -64,22 +64,43 @@ impl Setup {
     }
 }
 
+/// The `[auth]` lines naming a pg_hba.conf (and pg_ident.conf), and the
+/// directory holding them, removed on drop: keep it until the pooler that
+/// reads the files has stopped (declare it before the pooler).
+pub struct AuthFiles {
+    pub toml: String,
+    _dir: Option<TempDir>,
+}
+
+impl AuthFiles {
+    /// No files, no `[auth]` lines.
+    pub fn none() -> AuthFiles {
+        AuthFiles {
+            toml: String::new(),
+            _dir: None,
+        }
+    }
+}
+
 /// Writes pg_hba.conf (and pg_ident.conf) into a fresh directory; the
-/// `[auth]` lines naming them.
-pub fn auth_files(hba: Option<&str>, ident: Option<&str>) -> String {
-    let dir = unique_temp_dir("client-cert-hba");
+/// `[auth]` lines naming them, with the directory's guard.
+pub fn auth_files(hba: Option<&str>, ident: Option<&str>) -> AuthFiles {
+    let dir = TempDir::new("client-cert-hba");
     let mut lines = String::new();
     if let Some(text) = hba {
-        let p = dir.join("pg_hba.conf");
+        let p = dir.path().join("pg_hba.conf");
         std::fs::write(&p, text).expect("write pg_hba.conf");
         lines.push_str(&format!("hba_file = \"{}\"\n", p.display()));
     }
     if let Some(text) = ident {
-        let p = dir.join("pg_ident.conf");
+        let p = dir.path().join("pg_ident.conf");
         std::fs::write(&p, text).expect("write pg_ident.conf");
         lines.push_str(&format!("ident_file = \"{}\"\n", p.display()));
     }
-    lines
+    AuthFiles {
+        toml: lines,
+        _dir: Some(dir),
+    }
 }
 
 /// psql over TCP with `sslmode=require` and, when given, the PKI's

@@ -10,6 +10,10 @@ use super::wait::wait_show;
 use super::wire::{Failure, QueryResult};
 use super::{ErrorFields, Pooler, PoolerOpts, RawConn, Reply, SCRAM_USER, TEST_DB};
 
+/// The harness's temp-dir guard, also here for the tests that import it
+/// from this module.
+pub use super::util::TempDir;
+
 /// How long one step may take.
 const STEP: Duration = Duration::from_secs(20);
 
@@ -142,13 +146,4 @@ pub fn show_clients_now(p: &Pooler) -> Vec<(String, String, String)> {
         "SHOW CLIENTS answered",
         |_| true,
     ))
-}
-
-/// A directory removed when the test ends, passed or not.
-pub struct TempDir(pub std::path::PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -66,6 +66,28 @@ pub fn unique_temp_dir(kind: &str) -> PathBuf {
     }
 }
 
+/// A directory removed when the test ends, passed or not. Keep it alive as
+/// long as anything (a pooler, a cluster) still reads its files: declare it
+/// before them, or hold it in a struct field after theirs.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    /// A fresh [`unique_temp_dir`] of this kind.
+    pub fn new(kind: &str) -> TempDir {
+        TempDir(unique_temp_dir(kind))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// The (uid, gid) PostgreSQL must run as: the `postgres` OS user when the
 /// tests run as root (PostgreSQL refuses root), `None` otherwise.
 pub fn server_user() -> Option<(u32, u32)> {

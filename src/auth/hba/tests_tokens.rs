@@ -3,6 +3,7 @@
 use super::tests::{hba, hit, load, local, HBA};
 use super::tokens::{logical_lines, next_token, RawToken};
 use super::*;
+use crate::test_dir::TempDir;
 
 #[test]
 fn comments_quotes_and_continuations() {
@@ -128,8 +129,8 @@ fn include_directives_keep_the_included_files_line_numbers() {
 
 #[test]
 fn loads_from_disk_with_includes() {
-    let dir = std::env::temp_dir().join(format!("pgharbor-hba-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = TempDir::new("hba-loads-from-disk");
+    let dir = tmp.path();
     std::fs::write(
         dir.join("pg_hba.conf"),
         "local all @users trust\nlocal all all peer map=m\n",
@@ -150,5 +151,4 @@ fn loads_from_disk_with_includes() {
         missing.message.ends_with("No such file or directory"),
         "{missing}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
