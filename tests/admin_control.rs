@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use common::wait::wait_until;
 use common::{
-    connect_err, connect_ok, psql_ok, PgCluster, Pooler, PoolerOpts, Transport, MD5_USER,
-    SCRAM_USER, TEST_DB,
+    backend_pid, connect_err, connect_ok, psql_ok, PgCluster, Pooler, PoolerOpts, Transport,
+    MD5_USER, SCRAM_USER, TEST_DB,
 };
 use support::{console, fails, opts, show, show_until, ADMIN_DB};
 use tokio_postgres::SimpleQueryMessage;
@@ -24,11 +24,7 @@ async fn clients_servers_pause_resume_and_kill() {
     let admin = console(&pooler, Transport::Tcp).await;
     let app = pooler.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
     let a = connect_ok(&app).await;
-    let pid: i32 = a
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pid: i32 = backend_pid(&a).await;
 
     let clients = show(&admin, "SHOW CLIENTS").await;
     let servers = show(&admin, "SHOW SERVERS").await;
@@ -156,14 +152,6 @@ async fn shutdown_stops_the_pooler() {
         wait_until(Duration::from_secs(1), || !socket.exists()),
         "socket file left behind"
     );
-}
-
-/// The backend pid a session-mode client holds.
-async fn backend_pid(c: &tokio_postgres::Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .expect("pg_backend_pid")
-        .get(0)
 }
 
 /// True while PostgreSQL has a session with process id `pid`.

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::clients::psql_cmd;
 use common::{
-    connect, connect_err, connect_ok, psql_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts,
-    RawConn, Transport, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER,
+    backend_pid, connect, connect_err, connect_ok, psql_ok, Backend, DbEntry, PgCluster, Pooler,
+    PoolerOpts, RawConn, Transport, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER,
 };
 
 fn failed_for(user: &str) -> String {
@@ -355,16 +355,8 @@ async fn scram_passthrough_opens_a_fresh_backend_per_client() {
             .await;
     let b = connect_ok(&pooler.conninfo(Transport::Tcp, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB))
         .await;
-    let pa: i32 = a
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let pb: i32 = b
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pa: i32 = backend_pid(&a).await;
+    let pb: i32 = backend_pid(&b).await;
     assert_ne!(
         pa, pb,
         "two concurrent session clients must have two backends"

@@ -12,7 +12,7 @@ use std::process::Command;
 use common::clients::psql;
 use common::pki::Pki;
 use common::util::free_port;
-use common::{connect_ok, PgCluster, Pooler, SCRAM_USER, TEST_DB};
+use common::{backend_pid, connect_ok, PgCluster, Pooler, SCRAM_USER, TEST_DB};
 use service_support::{Running, Setup};
 
 /// The harness's PgBouncer ini, for this cluster and these files.
@@ -109,16 +109,8 @@ async fn the_harness_pgbouncer_config_imports_and_serves_the_same() {
         let row = c.query_one("SELECT 1", &[]).await.expect("query");
         assert_eq!(row.get::<_, i32>(0), 1);
     }
-    let pid_a: i32 = a
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let pid_b: i32 = b
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pid_a: i32 = backend_pid(&a).await;
+    let pid_b: i32 = backend_pid(&b).await;
     assert_eq!(pid_a, pid_b, "default_pool_size = 1 was not carried over");
 
     // TLS over TCP with PgBouncer's certificate (psql fails if not offered).

@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    connect, connect_err, connect_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, Transport,
-    SCRAM_USER, TEST_DB,
+    backend_pid, connect, connect_err, connect_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts,
+    Transport, SCRAM_USER, TEST_DB,
 };
 use tokio_postgres::{Client, SimpleQueryMessage};
 
@@ -81,13 +81,6 @@ fn reload_pool_keys(pooler: &Pooler, lines: &str) {
 
 fn conninfo(pooler: &Pooler, role: &str, db: &str) -> String {
     pooler.conninfo(Transport::Unix, role, Some(PASSWORD), db)
-}
-
-async fn backend_pid(c: &Client) -> i32 {
-    c.query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .expect("SELECT pg_backend_pid()")
-        .get(0)
 }
 
 /// Process ids of the client backends logged in as any of `roles`.

@@ -17,8 +17,8 @@ use common::ext::query;
 use common::wait::{wait_active, wait_active_async};
 use common::wire::{send_cancel, Failure};
 use common::{
-    connect_ok, connect_with_messages, psql_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply,
-    Transport, SCRAM_USER, TEST_DB,
+    backend_pid, connect_ok, connect_with_messages, psql_ok, PgCluster, Pooler, PoolerOpts,
+    RawConn, Reply, Transport, SCRAM_USER, TEST_DB,
 };
 
 fn user_conninfo(pooler: &Pooler, t: Transport) -> String {
@@ -445,11 +445,7 @@ async fn listen_notify_and_notices_between_two_clients() {
             .unwrap();
         let n = next_notification(&mut rx).await;
         assert_eq!((n.channel(), n.payload()), ("harbor_chan", "hello one"));
-        let listener_pid: i32 = listener
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let listener_pid: i32 = backend_pid(&listener).await;
         assert_ne!(n.process_id(), listener_pid);
         notifier
             .query("SELECT pg_notify('harbor_chan', $1)", &[&"hello two"])

@@ -11,7 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::tls::{connect_tls_tcp, tls_toml, Certs};
-use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
+use common::{
+    backend_pid, connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB,
+};
 
 /// The per-login log line, to see which process serves.
 const LOGGED_IN: &str = "client logged in";
@@ -150,11 +152,7 @@ async fn a_session_client_stays_on_the_old_process_until_it_leaves() {
     );
     let ci = old.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
     let client = connect_ok(&ci).await;
-    let pid: i32 = client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pid: i32 = backend_pid(&client).await;
     let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
     assert!(
         old.wait_for_log("drains", 1, Duration::from_secs(5)),
@@ -163,11 +161,7 @@ async fn a_session_client_stays_on_the_old_process_until_it_leaves() {
     );
     // Still on the same backend, through the old process.
     for _ in 0..5 {
-        let again: i32 = client
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0);
+        let again: i32 = backend_pid(&client).await;
         assert_eq!(again, pid);
     }
     old.assert_alive();

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use common::tls::{connect_tls_tcp, tls_toml, Certs};
 use common::{
-    connect_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply, Transport,
-    SCRAM_USER, TEST_DB,
+    backend_pid, connect_ok, Backend, DbEntry, PgCluster, Pooler, PoolerOpts, RawConn, Reply,
+    Transport, SCRAM_USER, TEST_DB,
 };
 
 /// What the old process logs per client it hands over.
@@ -308,11 +308,7 @@ async fn a_client_whose_pool_logs_in_with_its_lent_scram_keys_moves_with_the_key
     let mut old = Pooler::start(pg, opts);
     let ci = old.conninfo(Transport::Unix, SCRAM_USER.0, Some(SCRAM_USER.1), TEST_DB);
     let client = connect_ok(&ci).await;
-    let before: i32 = client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let before: i32 = backend_pid(&client).await;
     let new = tokio::task::block_in_place(|| old.take_over(&[])).expect("takeover");
     tokio::task::block_in_place(|| old.assert_exits(Duration::from_secs(10)));
     assert!(old.log_text().contains(HANDED), "{}", old.log_text());

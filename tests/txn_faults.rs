@@ -12,8 +12,8 @@ use common::ext::{self, read_messages};
 use common::wait::{wait_active, wait_clients_waiting, wait_show};
 use common::wire::send_cancel;
 use common::{
-    connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, StopMode, Transport, SCRAM_USER,
-    TEST_DB,
+    backend_pid, connect_ok, PgCluster, Pooler, PoolerOpts, RawConn, Reply, StopMode, Transport,
+    SCRAM_USER, TEST_DB,
 };
 
 /// Generous bound for anything that must happen "promptly" on a loaded machine.
@@ -68,11 +68,7 @@ async fn a_backend_terminated_mid_transaction_fails_its_client_and_nothing_runs_
     a.batch_execute("BEGIN; INSERT INTO fault_term VALUES ('half')")
         .await
         .unwrap();
-    let pid: i32 = a
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pid: i32 = backend_pid(&a).await;
     admin
         .execute("SELECT pg_terminate_backend($1)", &[&pid])
         .await

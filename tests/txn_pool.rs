@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::{connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
+use common::{
+    backend_pid, connect_ok, PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB,
+};
 
 fn txn_pooler(pg: &PgCluster, size: usize) -> Pooler {
     Pooler::start(pg, PoolerOpts::transaction(size))
@@ -24,16 +26,8 @@ async fn two_clients_alternate_over_one_backend_with_prepared_statements() {
         assert_eq!(ra, i + 1);
         assert_eq!(rb, i * 10);
     }
-    let pa: i32 = a
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
-    let pb: i32 = b
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let pa: i32 = backend_pid(&a).await;
+    let pb: i32 = backend_pid(&b).await;
     assert_eq!(pa, pb, "one backend serves both");
 }
 
@@ -194,12 +188,7 @@ async fn a_lone_client_keeps_reusing_the_backend_it_just_released() {
     }
     let mut pids = std::collections::BTreeSet::new();
     for c in &holders {
-        let pid: i32 = c
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0);
-        pids.insert(pid);
+        pids.insert(backend_pid(c).await);
     }
     assert_eq!(pids.len(), 3, "three transactions, three backends");
     for c in &holders {
@@ -208,12 +197,7 @@ async fn a_lone_client_keeps_reusing_the_backend_it_just_released() {
     let lone = &holders[0];
     let mut seen = Vec::new();
     for _ in 0..6 {
-        let pid: i32 = lone
-            .query_one("SELECT pg_backend_pid()", &[])
-            .await
-            .unwrap()
-            .get(0);
-        seen.push(pid);
+        seen.push(backend_pid(lone).await);
     }
     assert!(
         seen.iter().all(|p| *p == seen[0]),

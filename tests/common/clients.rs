@@ -40,6 +40,14 @@ pub async fn connect_ok(conninfo: &str) -> Client {
     }
 }
 
+/// The PostgreSQL backend process serving `c` now (`pg_backend_pid()`).
+pub async fn backend_pid(c: &Client) -> i32 {
+    c.query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .expect("SELECT pg_backend_pid()")
+        .get(0)
+}
+
 /// Connects and forwards notices and notifications to the returned channel.
 pub async fn connect_with_messages(
     conninfo: &str,

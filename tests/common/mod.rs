@@ -44,8 +44,8 @@ pub mod wait;
 pub mod wire;
 
 pub use clients::{
-    connect, connect_err, connect_ok, connect_with_messages, conninfo_tcp, conninfo_unix, db_err,
-    psql, psql_ok, DbErr,
+    backend_pid, connect, connect_err, connect_ok, connect_with_messages, conninfo_tcp,
+    conninfo_unix, db_err, psql, psql_ok, DbErr,
 };
 pub use pg::{PgCluster, StopMode, MD5_USER, SCRAM_USER, TEST_DB, TRUST_USER};
 pub use pooler::{Backend, DbEntry, Pooler, PoolerOpts};
