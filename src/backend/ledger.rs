@@ -112,7 +112,7 @@ impl Ledger {
                 self.tx = TxStatus::from_byte(b).ok_or("invalid ReadyForQuery status")?;
             }
             (be::READY_FOR_QUERY, _) => return Err("invalid ReadyForQuery".into()),
-            (be::PARAMETER_STATUS, Some(b)) if !Arc::make_mut(&mut self.params).apply_status(b) => {
+            (be::PARAMETER_STATUS, Some(b)) if !ParamSet::apply_status(&mut self.params, b) => {
                 return Err("invalid ParameterStatus".into());
             }
             _ => {}

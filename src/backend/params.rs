@@ -1,5 +1,7 @@
 //! The parameters a server reports, kept per backend and per client.
 
+use std::sync::Arc;
+
 use postgres_protocol::escape::escape_literal;
 
 use crate::protocol::messages::ParameterStatus;
@@ -57,15 +59,25 @@ impl ParamSet {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Records a ParameterStatus body (`name\0value\0`); false if malformed.
-    pub fn apply_status(&mut self, body: &[u8]) -> bool {
+    /// Records a ParameterStatus body (`name\0value\0`) in a set that
+    /// clients and backends may share; false if malformed. The set is
+    /// copied only when the value changes: a report of the value it holds
+    /// (the server confirming the pooler's own SET, say) keeps it shared,
+    /// and the next checkout compares pointers instead of every value.
+    pub fn apply_status(set: &mut Arc<ParamSet>, body: &[u8]) -> bool {
         let Ok(ps) = ParameterStatus::parse(body) else {
             return false;
         };
-        self.set(
-            &String::from_utf8_lossy(ps.name),
-            &String::from_utf8_lossy(ps.value),
-        );
+        let holds = set
+            .0
+            .iter()
+            .any(|(k, v)| k.as_bytes() == ps.name && v.as_bytes() == ps.value);
+        if !holds {
+            Arc::make_mut(set).set(
+                &String::from_utf8_lossy(ps.name),
+                &String::from_utf8_lossy(ps.value),
+            );
+        }
         true
     }
 }
@@ -145,5 +157,27 @@ impl AppliedSet {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_of_the_value_held_keeps_the_set_shared() {
+        let mut client = Arc::new(ParamSet::default());
+        Arc::make_mut(&mut client).set("application_name", "pgbench");
+        let mut backend = Arc::clone(&client);
+        assert!(ParamSet::apply_status(
+            &mut backend,
+            b"application_name\0pgbench\0"
+        ));
+        assert!(Arc::ptr_eq(&backend, &client));
+        assert!(ParamSet::apply_status(&mut backend, b"TimeZone\0UTC\0"));
+        assert!(!Arc::ptr_eq(&backend, &client));
+        assert_eq!(backend.get("TimeZone"), Some("UTC"));
+        assert_eq!(client.get("TimeZone"), None);
+        assert!(!ParamSet::apply_status(&mut backend, b"no terminator"));
     }
 }

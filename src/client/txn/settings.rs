@@ -155,7 +155,8 @@ pub fn sync(
     let others = sql.len() > reported;
     backend.queue_queries(&[&sql])?;
     for (name, value) in shown.iter() {
-        if tracked(name) {
+        // Only a changed value copies a set the backend shares.
+        if tracked(name) && backend.param(name) != Some(value) {
             backend.ledger().params_mut().set(name, value);
         }
     }

@@ -263,7 +263,7 @@ impl Down<'_, '_> {
             }
             be::PARAMETER_STATUS if whole => {
                 if let Some(p) = client_params {
-                    Arc::make_mut(p).apply_status(body);
+                    ParamSet::apply_status(p, body);
                     // However it changed, the client's SQL reads as
                     // reported once nothing is owed.
                     if body.starts_with(b"standard_conforming_strings\0") {
