@@ -738,3 +738,19 @@ fn the_quick_look_agrees_with_the_classifier() {
         assert!(!quick::nothing_to_do(q.as_bytes()), "{q}");
     }
 }
+
+/// Every name the classifier pins on sends a text to it, in any case,
+/// and a word of the same length that is not a name does not.
+#[test]
+fn the_quick_look_stops_at_every_name_of_any_case() {
+    for name in watch::NAMES {
+        let name = std::str::from_utf8(name).unwrap_or_default();
+        for word in [name.to_string(), name.to_ascii_uppercase()] {
+            let q = format!("SELECT * FROM {word} WHERE x = 1");
+            assert!(!quick::nothing_to_do(q.as_bytes()), "{q}");
+        }
+        let other = "x".repeat(name.len());
+        let q = format!("SELECT * FROM {other} WHERE x = 1");
+        assert!(quick::nothing_to_do(q.as_bytes()), "{q}");
+    }
+}
