@@ -28,6 +28,28 @@ pub enum AcquireError {
     Closed,
 }
 
+/// deadpool's checkout of an idle backend only: no waiting (opening one is
+/// for the slow path, which waits its turn for a place first).
+const IDLE_ONLY: Timeouts = Timeouts {
+    wait: Some(Duration::ZERO),
+    create: None,
+    recycle: None,
+};
+
+/// What a checkout of [`IDLE_ONLY`] found: a backend that passed the
+/// checkout checks, or `None` (none idle, or none passed: the slow path
+/// decides).
+fn idle_backend(
+    got: Result<Object<BackendManager>, PoolError<OpenError>>,
+) -> Result<Option<Object<BackendManager>>, AcquireError> {
+    match got {
+        Ok(obj) => Ok(Some(obj)),
+        Err(PoolError::Backend(OpenError::Backend(e))) => Err(AcquireError::Backend(e)),
+        Err(PoolError::Closed) => Err(AcquireError::Closed),
+        Err(_) => Ok(None),
+    }
+}
+
 impl Pool {
     /// Waits (first come, first served, and not while paused) for a clean
     /// backend for `client`, at most `query_wait_timeout`. Only a client
@@ -69,11 +91,13 @@ impl Pool {
         // waits, so this cannot jump the queue) and a backend is idle. The
         // timer is only registered if the checkout has to wait (tokio polls
         // the future before its deadline).
+        // deadpool's checkout is awaited here directly: wrapped in an async
+        // fn of ours, its state would be held twice in this future.
         let fast = match self.main.clone().try_acquire_owned() {
-            Ok(permit) if !self.is_paused() => {
-                match tokio::time::timeout_at(deadline, self.idle_backend()).await {
+            Ok(permit) if !self.is_paused() && self.inner.status().available > 0 => {
+                match tokio::time::timeout_at(deadline, self.inner.timeout_get(&IDLE_ONLY)).await {
                     Err(_) => return Err(timed_out),
-                    Ok(got) => got?.map(|obj| (obj, permit)),
+                    Ok(got) => idle_backend(got)?.map(|obj| (obj, permit)),
                 }
             }
             _ => None,
@@ -84,7 +108,9 @@ impl Pool {
                 let started = std::time::Instant::now();
                 let _wait = client.map(ClientEntry::waiting);
                 self.waiting.fetch_add(1, Ordering::Relaxed);
-                let got = tokio::time::timeout_at(deadline, self.checkout()).await;
+                // Boxed: only a waiting checkout pays for its state, which
+                // would otherwise be part of every transaction's future.
+                let got = tokio::time::timeout_at(deadline, Box::pin(self.checkout())).await;
                 self.waiting.fetch_sub(1, Ordering::Relaxed);
                 match got {
                     Err(_) => return Err(timed_out),
@@ -106,25 +132,6 @@ impl Pool {
             permit: Some(permit),
             waited,
         })
-    }
-
-    /// An idle backend that passes the checkout checks without waiting or
-    /// opening one (`None` otherwise: the slow path decides).
-    async fn idle_backend(&self) -> Result<Option<Object<BackendManager>>, AcquireError> {
-        if self.inner.status().available == 0 {
-            return Ok(None);
-        }
-        let zero = Timeouts {
-            wait: Some(Duration::ZERO),
-            create: None,
-            recycle: None,
-        };
-        match self.inner.timeout_get(&zero).await {
-            Ok(obj) => Ok(Some(obj)),
-            Err(PoolError::Backend(OpenError::Backend(e))) => Err(AcquireError::Backend(e)),
-            Err(PoolError::Closed) => Err(AcquireError::Closed),
-            Err(_) => Ok(None),
-        }
     }
 
     /// A place in the pool, then a backend.

@@ -134,6 +134,57 @@ impl managed::Manager for BackendManager {
     type Error = OpenError;
 
     async fn create(&self) -> Result<Pooled, OpenError> {
+        // Boxed: deadpool's checkout future holds this one inline, and
+        // every checkout's future (a part of every transaction's) would
+        // otherwise carry room for the rare open, copied each time.
+        Box::pin(self.open()).await
+    }
+
+    /// Runs at checkout, so it stays cheap: flags and a non-blocking peek at
+    /// the socket, plus `server_check_query` only for a backend that sat idle
+    /// longer than `server_check_delay`. A refused backend is closed and
+    /// deadpool tries the next one (or opens one).
+    async fn recycle(&self, obj: &mut Pooled, _: &Metrics) -> RecycleResult<OpenError> {
+        if !obj.clean {
+            return Err(RecycleError::message("backend was not reset cleanly"));
+        }
+        if self.close_needed(obj.backend.id()) {
+            tracing::info!(
+                backend = obj.backend.id(),
+                reason = RECONNECTED,
+                "backend closed"
+            );
+            return Err(RecycleError::message(RECONNECTED));
+        }
+        let tuning = self.tuning.borrow().clone();
+        // One reading of the clock for every check (one costs about as
+        // much as the rest of them).
+        let now = Instant::now();
+        if let Some(why) = obj.unfit(tuning.lifetime, now) {
+            tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
+            return Err(RecycleError::message(why));
+        }
+        let idle = now.saturating_duration_since(obj.idle_since);
+        if !tuning.check_query.is_empty() && idle >= tuning.check_delay {
+            // Boxed, as `create` is: the check is rare.
+            Box::pin(self.check(obj, &tuning.check_query)).await?;
+        }
+        Ok(())
+    }
+
+    /// deadpool calls this on every way out of the pool (discarded at
+    /// release, closed while idle, refused by `recycle`), so the books are
+    /// kept in one place.
+    fn detach(&self, obj: &mut Pooled) {
+        let b = &obj.backend;
+        self.stats.backend_closed(b.class(), b.clients_served());
+        self.servers.closed(b.id());
+    }
+}
+
+impl BackendManager {
+    /// Opens and logs in one backend within the shared limits.
+    async fn open(&self) -> Result<Pooled, OpenError> {
         let limits = self.limits_now()?;
         // While the server is failing (down, restarting), attempts go one
         // at a time and at least CONNECT_RETRY apart instead of a stampede
@@ -221,60 +272,27 @@ impl managed::Manager for BackendManager {
         }
     }
 
-    /// Runs at checkout, so it stays cheap: flags and a non-blocking peek at
-    /// the socket, plus `server_check_query` only for a backend that sat idle
-    /// longer than `server_check_delay`. A refused backend is closed and
-    /// deadpool tries the next one (or opens one).
-    async fn recycle(&self, obj: &mut Pooled, _: &Metrics) -> RecycleResult<OpenError> {
-        if !obj.clean {
-            return Err(RecycleError::message("backend was not reset cleanly"));
-        }
-        if self.close_needed(obj.backend.id()) {
+    /// `server_check_query` on a backend idle past `server_check_delay`,
+    /// and whether its server still fits `target_session_attrs`.
+    async fn check(&self, obj: &mut Pooled, check_query: &str) -> RecycleResult<OpenError> {
+        let query = [check_query];
+        let check = obj.backend.run_queries(&query, PoolerStatement::Check);
+        if let Err(e) = check.await {
             tracing::info!(
                 backend = obj.backend.id(),
-                reason = RECONNECTED,
+                reason = "server_check_query failed",
+                error = %e,
                 "backend closed"
             );
-            return Err(RecycleError::message(RECONNECTED));
+            return Err(RecycleError::message("server_check_query failed"));
         }
-        let tuning = self.tuning.borrow().clone();
-        // One reading of the clock for every check (one costs about as
-        // much as the rest of them).
-        let now = Instant::now();
-        if let Some(why) = obj.unfit(tuning.lifetime, now) {
+        // The check's ReadyForQuery brought any changed in_hot_standby
+        // or default_transaction_read_only with it.
+        if let Some(why) = self.misfit(&obj.backend) {
             tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
         }
-        let idle = now.saturating_duration_since(obj.idle_since);
-        if !tuning.check_query.is_empty() && idle >= tuning.check_delay {
-            let query = [tuning.check_query.as_str()];
-            let check = obj.backend.run_queries(&query, PoolerStatement::Check);
-            if let Err(e) = check.await {
-                tracing::info!(
-                    backend = obj.backend.id(),
-                    reason = "server_check_query failed",
-                    error = %e,
-                    "backend closed"
-                );
-                return Err(RecycleError::message("server_check_query failed"));
-            }
-            // The check's ReadyForQuery brought any changed in_hot_standby
-            // or default_transaction_read_only with it.
-            if let Some(why) = self.misfit(&obj.backend) {
-                tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
-                return Err(RecycleError::message(why));
-            }
-        }
         Ok(())
-    }
-
-    /// deadpool calls this on every way out of the pool (discarded at
-    /// release, closed while idle, refused by `recycle`), so the books are
-    /// kept in one place.
-    fn detach(&self, obj: &mut Pooled) {
-        let b = &obj.backend;
-        self.stats.backend_closed(b.class(), b.clients_served());
-        self.servers.closed(b.id());
     }
 }
 
