@@ -1,4 +1,4 @@
-//! The deadpool manager: opens backends (within the shared limits) and vets
+//! The deadpool manager: opens backends ([`super::open`]) and vets
 //! them on checkout.
 
 use std::io;
@@ -10,6 +10,7 @@ use deadpool::managed::{self, Metrics, RecycleError, RecycleResult, WeakPool};
 use tokio::sync::{watch, OwnedSemaphorePermit};
 
 use super::limits::LimitGroup;
+use super::open::ConnectPacer;
 use super::params::ParamCache;
 use super::servers::ServerRegistry;
 use super::tuning::Tuning;
@@ -19,9 +20,8 @@ use crate::backend::{
     still_fits, BackendError, BackendIds, Credentials, HostRoute, Link, PoolerStatement,
 };
 use crate::config::TargetSessionAttrs;
-use crate::stats::{Class, Stats};
+use crate::stats::Stats;
 use crate::stream::Stream;
-use crate::tls::connector::Opening;
 
 /// A pooled backend plus what the pool needs to know about it.
 pub struct Pooled {
@@ -35,6 +35,18 @@ pub struct Pooled {
     /// Its share of `max_db_connections` / `max_user_connections`, given
     /// back when it closes.
     _limits: Vec<OwnedSemaphorePermit>,
+}
+
+impl Pooled {
+    /// A backend just opened, holding `limits` until it closes.
+    pub(super) fn opened(backend: Link, limits: Vec<OwnedSemaphorePermit>) -> Pooled {
+        Pooled {
+            backend: Box::new(backend),
+            clean: true,
+            idle_since: Instant::now(),
+            _limits: limits,
+        }
+    }
 }
 
 /// Why [`managed::Manager::create`] gave no backend.
@@ -88,45 +100,6 @@ pub struct BackendManager {
     /// RECONNECT: backends with an id up to this one are closed instead of
     /// being handed out again (ids only grow, so one number marks them all).
     pub(super) reconnect_upto: AtomicU64,
-}
-
-/// Least time between two connect attempts while the server is failing.
-const CONNECT_RETRY: Duration = Duration::from_millis(500);
-
-/// Connect attempts after a failure: one at a time, CONNECT_RETRY apart.
-#[derive(Default)]
-pub struct ConnectPacer {
-    failed_at: std::sync::Mutex<Option<Instant>>,
-    gate: tokio::sync::Mutex<()>,
-}
-
-impl ConnectPacer {
-    /// When the last attempt failed, if the server has not answered since.
-    fn failing_since(&self) -> Option<Instant> {
-        self.failed_at.lock().ok().and_then(|f| *f)
-    }
-
-    /// Waits for this attempt's turn; hold the guard while connecting.
-    async fn wait_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        let guard = self.gate.lock().await;
-        if let Some(at) = self.failing_since() {
-            let due = at + CONNECT_RETRY;
-            tokio::time::sleep_until(due.into()).await;
-        }
-        guard
-    }
-
-    fn failed(&self) {
-        if let Ok(mut f) = self.failed_at.lock() {
-            *f = Some(Instant::now());
-        }
-    }
-
-    fn succeeded(&self) {
-        if let Ok(mut f) = self.failed_at.lock() {
-            *f = None;
-        }
-    }
 }
 
 impl managed::Manager for BackendManager {
@@ -183,95 +156,6 @@ impl managed::Manager for BackendManager {
 }
 
 impl BackendManager {
-    /// Opens and logs in one backend within the shared limits.
-    async fn open(&self) -> Result<Pooled, OpenError> {
-        let limits = self.limits_now()?;
-        // While the server is failing (down, restarting), attempts go one
-        // at a time and at least CONNECT_RETRY apart instead of a stampede
-        // of every waiting client.
-        let _pacing = match self.pacer.failing_since() {
-            Some(_) => Some(self.pacer.wait_turn().await),
-            None => None,
-        };
-        let creds = self.creds.read().map(|c| c.clone()).unwrap_or_default();
-        let mut params = self.startup_params.clone();
-        let hint = self.app_name_hint.lock().ok().and_then(|h| h.clone());
-        let mut hinted = false;
-        if let Some(name) = hint {
-            if !params.iter().any(|(k, _)| k == "application_name") {
-                params.push(("application_name".into(), name));
-                hinted = true;
-            }
-        }
-        // Each host's attempt is bounded inside the route (libpq's
-        // connect_timeout is per host).
-        self.opening.fetch_add(1, Ordering::Relaxed);
-        let id = self.ids.next();
-        let tuning = self.tuning.borrow().clone();
-        // Boxed: a checkout's future (deadpool's get, every client's
-        // acquire) would otherwise carry room for a whole backend login,
-        // copied on every checkout though a connect is rare.
-        let connecting =
-            Box::pin(
-                self.route
-                    .connect(&creds, &params, &self.cache, id, tuning.connect_timeout),
-            );
-        let result = connecting.await;
-        self.opening.fetch_sub(1, Ordering::Relaxed);
-        match result {
-            Ok(mut backend) => {
-                self.pacer.succeeded();
-                backend.set_hinted_app_name(hinted);
-                backend.set_command_timeout(tuning.command_timeout);
-                self.params.set_base_once(backend.ledger_ref().params());
-                self.stats
-                    .backend_connect(backend.class(), &backend.connect_phases());
-                self.servers.opened(&backend);
-                tracing::info!(
-                    backend = backend.id(),
-                    server = %backend.target().describe(),
-                    user = %backend.target().user,
-                    database = %backend.target().dbname,
-                    pid = backend.cancel().pid,
-                    role = backend.role().as_str(),
-                    "backend connected"
-                );
-                Ok(Pooled {
-                    backend: Box::new(backend),
-                    clean: true,
-                    idle_since: Instant::now(),
-                    _limits: limits,
-                })
-            }
-            Err(e) => {
-                self.pacer.failed();
-                // Once per failed attempt, here: the clients that waited for
-                // it end at INFO, so a dead server is one WARN per attempt
-                // (paced by CONNECT_RETRY), not one per client.
-                let servers: Vec<String> = self
-                    .route
-                    .hosts()
-                    .iter()
-                    .map(|h| h.target.describe())
-                    .collect();
-                tracing::warn!(
-                    database = %self.key.database,
-                    user = %self.key.user,
-                    server = %servers.join(","),
-                    error = %e,
-                    "backend connect failed"
-                );
-                // Counted against the first host: no backend says which.
-                if let Some(host) = self.route.hosts().first() {
-                    let tls = host.tls.opening() == Opening::Require;
-                    self.stats
-                        .backend_failed(Class::backend(host.target.transport(), tls));
-                }
-                Err(e.into())
-            }
-        }
-    }
-
     /// `server_check_query` on a backend idle past `server_check_delay`,
     /// and whether its server still fits `target_session_attrs`.
     async fn check(&self, obj: &mut Pooled, check_query: &str) -> RecycleResult<OpenError> {

@@ -27,6 +27,7 @@ mod janitor;
 mod lease;
 mod limits;
 mod manager;
+mod open;
 mod params;
 mod reconnect;
 mod registry;
