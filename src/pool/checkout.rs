@@ -90,9 +90,9 @@ impl Pool {
         // place is free (tokio's fair semaphore has none free while anyone
         // waits, so this cannot jump the queue) and a backend is idle. The
         // timer is only registered if the checkout has to wait (tokio polls
-        // the future before its deadline).
-        // deadpool's checkout is awaited here directly: wrapped in an async
-        // fn of ours, its state would be held twice in this future.
+        // the future before its deadline). deadpool's checkout is awaited
+        // here directly: wrapped in an async fn of ours, its state would be
+        // held twice in this future.
         let fast = match self.main.clone().try_acquire_owned() {
             Ok(permit) if !self.is_paused() && self.inner.status().available > 0 => {
                 match tokio::time::timeout_at(deadline, self.inner.timeout_get(&IDLE_ONLY)).await {

@@ -73,15 +73,11 @@ impl BackendManager {
         self.opening.fetch_add(1, Ordering::Relaxed);
         let id = self.ids.next();
         let tuning = self.tuning.borrow().clone();
-        // Boxed: a checkout's future (deadpool's get, every client's
-        // acquire) would otherwise carry room for a whole backend login,
-        // copied on every checkout though a connect is rare.
-        let connecting =
-            Box::pin(
-                self.route
-                    .connect(&creds, &params, &self.cache, id, tuning.connect_timeout),
-            );
-        let result = connecting.await;
+        // Not boxed here: the manager's `create` boxes this whole open.
+        let result = self
+            .route
+            .connect(&creds, &params, &self.cache, id, tuning.connect_timeout)
+            .await;
         self.opening.fetch_sub(1, Ordering::Relaxed);
         match result {
             Ok(mut backend) => {
