@@ -14,7 +14,7 @@
 //! with `PGHARBOR_ALLOW_SKIP=1`, runs without the PgBouncer target).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,28 +28,6 @@ mod util;
 /// its cleanup trap stops the servers it started) and the test fails.
 const DEADLINE: Duration = Duration::from_secs(150);
 const IDLE_CLIENTS: u32 = 20;
-
-/// A directory removed when the test ends, however it ends.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(kind: &str) -> TempDir {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir =
-            std::env::temp_dir().join(format!("pgharbor-{kind}-{}-{nanos:x}", std::process::id()));
-        fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Whether the harness will find PgBouncer: an executable file where it looks.
 fn have_pgbouncer() -> bool {
@@ -124,9 +102,9 @@ fn read_csv(path: &Path) -> (Vec<String>, Vec<std::collections::HashMap<String, 
 #[test]
 fn quick_profile_smallest_cell_end_to_end() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = TempDir::new("harness-quick");
-    let out = work.0.join("results");
-    let (stdout, stderr) = (work.0.join("stdout"), work.0.join("stderr"));
+    let work = util::TempDir::new("harness-quick");
+    let out = work.path().join("results");
+    let (stdout, stderr) = (work.path().join("stdout"), work.path().join("stderr"));
     let ports: Vec<u16> = (0..3).map(|_| util::free_port()).collect();
     let bouncer = have_pgbouncer();
     if !bouncer {

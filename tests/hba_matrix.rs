@@ -121,9 +121,8 @@ fn rule_text(body: &str, users_file: &Path) -> String {
 /// directory's guard: keep it until the clusters and poolers are gone.
 fn users_file() -> (TempDir, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
+    // unique_temp_dir makes it 0755 already.
     let dir = TempDir::new("hba-matrix");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .expect("chmod dir");
     let path = dir.path().join("users");
     std::fs::write(&path, "# @file inclusion\nmd5_user\n").expect("write users");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod users");

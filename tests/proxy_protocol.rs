@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use common::haproxy::{self, Haproxy};
 use common::proxy::{
     assert_closed, clients, connect_from, login, opts, relayed, row, scram_login, show_clients_now,
-    v1, v2, v2_local, v2_raw, TempDir, CLIENT, LB,
+    v1, v2, v2_local, v2_raw, CLIENT, LB,
 };
 use common::skip::skip_or_fail;
 use common::tls::{client_hello, tls_toml, Certs};
-use common::util::unique_temp_dir;
+use common::util::TempDir;
 use common::wait::wait_for_async;
 use common::wire::{request_packet, TlsVerify, SSL_REQUEST_CODE};
 use common::{PgCluster, Pooler, RawConn, Reply, SCRAM_USER, TEST_DB, TRUST_USER};
@@ -83,8 +83,8 @@ fn show_clients_lists_the_client_each_header_names() {
 #[test]
 fn hba_rules_match_the_address_in_the_header() {
     let pg = PgCluster::shared();
-    let dir = TempDir(unique_temp_dir("proxy-hba"));
-    let hba = dir.0.join("pg_hba.conf");
+    let dir = TempDir::new("proxy-hba");
+    let hba = dir.path().join("pg_hba.conf");
     std::fs::write(
         &hba,
         "local all all trust\n\

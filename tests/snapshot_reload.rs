@@ -11,7 +11,7 @@
 //! accepted by one reload's auth file, then refused by the other's
 //! `admin.users`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +21,11 @@ use pgharbor::listener::Listeners;
 use pgharbor::pooler::Pooler;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::NoTls;
+use util::TempDir;
+
+#[path = "common/util.rs"]
+#[allow(dead_code)]
+mod util;
 
 /// Only names the socket file (`.s.PGSQL.<port>`) in a directory of this test's own.
 const PORT: u16 = 6499;
@@ -30,24 +35,6 @@ const RACE: Duration = Duration::from_secs(3);
 const MIN_RELOADS: u32 = 10;
 /// The longest the logins race, on a machine too loaded to reload often.
 const RACE_LIMIT: Duration = Duration::from_secs(60);
-
-/// A directory of this test's own, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let dir = std::env::temp_dir().join(format!("pgharbor-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A config that admits `user` (password `password`) to the console, with
 /// an auth file holding only that user.
@@ -96,8 +83,8 @@ async fn login(dir: &Path, user: &str, password: &str) -> Outcome {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_login_never_mixes_two_reloads() {
     let dir = TempDir::new("snapshot");
-    let a = || config(&dir.0, "alice", "pw-a");
-    let b = || config(&dir.0, "bob", "pw-b");
+    let a = || config(dir.path(), "alice", "pw-a");
+    let b = || config(dir.path(), "bob", "pw-b");
     let listeners = Listeners::bind(&a()).await.expect("bind");
     let pooler = Pooler::new(a()).await.expect("pooler");
     let accept = tokio::spawn(pgharbor::client::accept(listeners, pooler.clone()));
@@ -123,7 +110,7 @@ async fn a_login_never_mixes_two_reloads() {
     });
     let mut logins = Vec::new();
     for i in 0..8 {
-        let dir = dir.0.clone();
+        let dir = dir.path().to_path_buf();
         let (user, password) = if i % 2 == 0 {
             ("alice", "pw-a")
         } else {
@@ -175,12 +162,12 @@ async fn a_login_never_mixes_two_reloads() {
 #[tokio::test]
 async fn a_failed_reload_keeps_the_whole_snapshot() {
     let dir = TempDir::new("snapshot-failed");
-    let pooler = Pooler::new(config(&dir.0, "alice", "pw-a"))
+    let pooler = Pooler::new(config(dir.path(), "alice", "pw-a"))
         .await
         .expect("pooler");
     let before = pooler.snapshot();
-    let broken = config(&dir.0, "bob", "pw-b");
-    std::fs::remove_file(dir.0.join("users-bob.txt")).expect("remove auth file");
+    let broken = config(dir.path(), "bob", "pw-b");
+    std::fs::remove_file(dir.path().join("users-bob.txt")).expect("remove auth file");
     assert!(pooler.reload(broken).await.is_err());
     let after = pooler.snapshot();
     assert!(

@@ -10,10 +10,6 @@ use super::wait::wait_show;
 use super::wire::{Failure, QueryResult};
 use super::{ErrorFields, Pooler, PoolerOpts, RawConn, Reply, SCRAM_USER, TEST_DB};
 
-/// The harness's temp-dir guard, also here for the tests that import it
-/// from this module.
-pub use super::util::TempDir;
-
 /// How long one step may take.
 const STEP: Duration = Duration::from_secs(20);
 

@@ -77,6 +77,7 @@ impl TempDir {
         TempDir(unique_temp_dir(kind))
     }
 
+    /// Where it is.
     pub fn path(&self) -> &Path {
         &self.0
     }
