@@ -274,7 +274,8 @@ fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
         Stream::Tcp(s) | Stream::Unix(s) => s.try_peek_byte(),
         // Bytes OpenSSL already holds (decrypted or read ahead) count as data too.
         Stream::Tls(t) if crate::stream::has_pending(t.ssl()) => return Ok(Peek::Data),
-        Stream::Tls(t) => return peek(t.get_ref(), force),
+        Stream::Tls(t) if force => t.socket().peek_byte_now(),
+        Stream::Tls(t) => t.socket().try_peek_byte(),
         Stream::Detached(_) => return Ok(Peek::Closed),
     };
     match result {

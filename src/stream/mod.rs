@@ -8,13 +8,15 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use tokio_openssl::SslStream as TlsStream;
-
 use crate::protocol::{Frame, FrameBuf, Violation};
 
 mod socket;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 pub use socket::{Socket, SocketRead, SocketWrite};
+pub use tls::{TlsError, TlsStream};
 
 /// A connected socket of either transport, possibly under TLS.
 #[derive(Debug)]
@@ -24,7 +26,7 @@ pub enum Stream {
     /// Unix-domain socket.
     Unix(Socket),
     /// TLS over either of the above.
-    Tls(TlsStream<Stream>),
+    Tls(TlsStream),
     /// Placeholder while the socket is handed to a TLS handshake; every I/O fails.
     Detached(Detached),
 }
@@ -34,7 +36,7 @@ pub enum ReadHalf<'a> {
     /// TCP or Unix-domain socket.
     Plain(SocketRead<'a>),
     /// TLS (one session object serves both directions, so tokio's split locks it).
-    Tls(tokio::io::ReadHalf<&'a mut TlsStream<Stream>>),
+    Tls(tokio::io::ReadHalf<&'a mut TlsStream>),
     /// No socket.
     Detached(Detached),
 }
@@ -44,7 +46,7 @@ pub enum WriteHalf<'a> {
     /// TCP or Unix-domain socket.
     Plain(SocketWrite<'a>),
     /// TLS.
-    Tls(tokio::io::WriteHalf<&'a mut TlsStream<Stream>>),
+    Tls(tokio::io::WriteHalf<&'a mut TlsStream>),
     /// No socket.
     Detached(Detached),
 }
@@ -97,10 +99,7 @@ impl Stream {
             // decrypted) are ready now; otherwise the next byte must come
             // from the socket. With read-ahead OpenSSL's reads are short once
             // the socket is drained, so the runtime's readiness is true.
-            Stream::Tls(tls) if !has_pending(tls.ssl()) => match tls.get_ref() {
-                Stream::Tcp(s) | Stream::Unix(s) => s.poll_readable(cx),
-                Stream::Tls(_) | Stream::Detached(_) => ready,
-            },
+            Stream::Tls(tls) if !has_pending(tls.ssl()) => tls.socket().poll_readable(cx),
             Stream::Tls(_) | Stream::Detached(_) => ready,
         }
     }
@@ -142,9 +141,8 @@ impl Stream {
         // OpenSSL never sends an IP address as SNI; `sni` is libpq's sslsni.
         config.set_use_server_name_indication(sni);
         let ssl = config.into_ssl(host).map_err(io::Error::other)?;
-        let plain = std::mem::replace(self, Stream::Detached(Detached));
-        let mut tls = TlsStream::new(ssl, plain).map_err(io::Error::other)?;
-        if let Err(e) = std::pin::Pin::new(&mut tls).connect().await {
+        let mut tls = self.detach_for_tls(ssl)?;
+        if let Err(e) = tls.connect().await {
             // OpenSSL's error stack only says "certificate verify failed"; the
             // verify result says why (unknown CA, expired, wrong host name).
             let verify = tls.ssl().verify_result();
@@ -179,7 +177,7 @@ impl Stream {
     pub fn peer_uid(&self) -> Option<io::Result<u32>> {
         match self {
             Stream::Unix(s) => Some(s.peer_uid()),
-            Stream::Tls(tls) => tls.get_ref().peer_uid(),
+            Stream::Tls(tls) if tls.socket().is_unix() => Some(tls.socket().peer_uid()),
             _ => None,
         }
     }
@@ -191,15 +189,27 @@ impl Stream {
 
     /// Runs the server side of a TLS handshake on this socket.
     pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
-        let plain = std::mem::replace(self, Stream::Detached(Detached));
         let ssl = openssl::ssl::Ssl::new(acceptor.context()).map_err(io::Error::other)?;
-        let mut tls = TlsStream::new(ssl, plain).map_err(io::Error::other)?;
-        std::pin::Pin::new(&mut tls)
-            .accept()
-            .await
-            .map_err(|e| handshake_failure(&e))?;
+        let mut tls = self.detach_for_tls(ssl)?;
+        tls.accept().await.map_err(|e| handshake_failure(&e))?;
         *self = Stream::Tls(tls);
         Ok(())
+    }
+
+    /// Takes the plain socket out (leaving [`Stream::Detached`]) and puts
+    /// `ssl` over it, for a handshake.
+    fn detach_for_tls(&mut self, ssl: openssl::ssl::Ssl) -> io::Result<TlsStream> {
+        let socket = match std::mem::replace(self, Stream::Detached(Detached)) {
+            Stream::Tcp(s) | Stream::Unix(s) => s,
+            other => {
+                *self = other;
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "TLS needs a plain socket under it",
+                ));
+            }
+        };
+        TlsStream::new(ssl, socket)
     }
 }
 
@@ -254,7 +264,7 @@ delegate_write!(WriteHalf<'_>, Plain, Tls, Detached);
 
 /// The useful part of an OpenSSL handshake error (certificate verification
 /// failures come with a reason string).
-fn tls_error_text(e: &openssl::ssl::Error) -> String {
+fn tls_error_text(e: &TlsError) -> String {
     match e.ssl_error() {
         Some(stack) => stack.to_string(),
         None => e.to_string(),
@@ -265,7 +275,7 @@ fn tls_error_text(e: &openssl::ssl::Error) -> String {
 /// the peer closed without a word (nothing was attempted), otherwise
 /// `ConnectionAborted` with OpenSSL's reasons ("http request", "unsupported
 /// protocol"), not its function names and source lines.
-fn handshake_failure(e: &openssl::ssl::Error) -> io::Error {
+fn handshake_failure(e: &TlsError) -> io::Error {
     if let Some(io) = e.io_error() {
         return io::Error::new(io.kind(), io.to_string());
     }

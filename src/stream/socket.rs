@@ -107,6 +107,11 @@ impl Socket {
         }
     }
 
+    /// True for a Unix-domain socket (asks the kernel: for rare questions).
+    pub fn is_unix(&self) -> bool {
+        self.sock_ref().local_addr().is_ok_and(|a| a.is_unix())
+    }
+
     /// The uid of the process at the other end of a Unix socket.
     pub fn peer_uid(&self) -> io::Result<u32> {
         let cred = nix::sys::socket::getsockopt(

@@ -1,7 +1,7 @@
 //! The front-end TLS acceptor: built once from the configured PEM files (and
 //! again on reload), never per connection.
 //!
-//! It is OpenSSL proper (through `tokio-openssl`) rather than native-tls:
+//! It is OpenSSL proper (through `stream::TlsStream`) rather than native-tls:
 //! native-tls's server side is pinned to Mozilla's old "intermediate"
 //! profile, which turns TLS 1.3 off and puts ChaCha20 ahead of AES-GCM. On a
 //! CPU with AES instructions that makes bulk transfer far slower than direct
