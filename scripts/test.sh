@@ -42,6 +42,8 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # only installs the tool and units here, it does not become PID 1.
 command -v systemd-socket-activate >/dev/null 2>&1 || missing+=(systemd)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
+# make: tikv-jemalloc-sys builds jemalloc, the binary's allocator.
+command -v make >/dev/null 2>&1 || missing+=(make)
 # HAProxy, the real load balancer of tests/proxy_protocol.rs (send-proxy-v2).
 [[ -x /usr/sbin/haproxy ]] || command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 if ! pkg-config --exists openssl 2>/dev/null && [[ ! -f /usr/include/openssl/ssl.h ]]; then

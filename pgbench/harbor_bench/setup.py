@@ -17,7 +17,7 @@ from .util import die, free_port, say, warn
 
 
 def install_missing(h):
-    """PostgreSQL, its client, openssl, PgBouncer and gnuplot, when missing
+    """PostgreSQL, its client, openssl, make (for a build), PgBouncer and gnuplot, when missing
     (a missing PgBouncer or gnuplot is skipped rather than fatal)."""
     s = h.s
     peer.check_possible(s)
@@ -30,6 +30,8 @@ def install_missing(h):
         pkgs.append("postgresql-client")
     if not shutil.which("openssl"):
         pkgs.append("openssl")
+    if s.build and "pgharbor" not in s.skip and not shutil.which("make"):
+        pkgs.append("make")  # tikv-jemalloc-sys builds jemalloc with it
     if pkgs:
         if not s.install:
             die(f"missing: {' '.join(pkgs)} (--no-install: install them, then rerun)")
