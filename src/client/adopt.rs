@@ -169,7 +169,7 @@ fn restore(
         pool_mode,
         lease: None,
         params: Arc::new(moving::param_set(&moved.params)),
-        extras: moved.startup,
+        extras: super::txn::settings::ClientSettings::new(moved.startup),
         cancel_key,
         _permit: permit,
         entry,

@@ -311,7 +311,7 @@ pub(super) async fn attach(
         pool_mode,
         lease: lease.map(Box::new),
         params: shown,
-        extras,
+        extras: super::txn::settings::ClientSettings::new(extras),
         cancel_key,
         _permit: permit,
         entry,

@@ -30,7 +30,7 @@ pub(super) struct Session {
     pub(super) params: Arc<crate::backend::ParamSet>,
     /// Startup parameters the server does not report (SET per backend in
     /// transaction pooling).
-    pub(super) extras: Vec<(String, String)>,
+    pub(super) extras: super::txn::settings::ClientSettings,
     pub(super) cancel_key: CancelKey,
     pub(super) _permit: OwnedSemaphorePermit,
     /// Its registry entry, which also holds its user and database.

@@ -72,7 +72,7 @@ pub(super) fn serve<'a>(
             statement_mode: session.pool_mode == PoolMode::Statement,
             strings: relay::client_strings(Some(&session.params)),
             params: session.params.clone(),
-            settings: ClientSettings::new(std::mem::take(&mut session.extras)),
+            settings: std::mem::take(&mut session.extras),
             statements: ClientStatements::default(),
             meter: None,
             scan: Scanner::new(),

@@ -13,6 +13,13 @@ use crate::protocol::sql::Setting;
 /// The settings of one client that no ParameterStatus reports.
 #[derive(Debug, Default)]
 pub struct ClientSettings {
+    /// None while both lists are empty, as for most clients: boxed, since
+    /// every idle client keeps its settings.
+    lists: Option<Box<Lists>>,
+}
+
+#[derive(Debug, Default)]
+struct Lists {
     /// Startup options, by lower-case name, given as a startup packet gives them.
     startup: Vec<(String, String)>,
     /// The client's own SETs that lasted, by lower-case name: `SET <sql>`.
@@ -46,28 +53,31 @@ impl ClientSettings {
     /// A client whose startup packet asked for `startup` (parameters the
     /// server does not report).
     pub fn new(startup: Vec<(String, String)>) -> Self {
-        let startup = startup
-            .into_iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
-        ClientSettings {
-            startup,
-            session: Vec::new(),
+        let mut settings = ClientSettings { lists: None };
+        if !startup.is_empty() {
+            settings.lists_mut().startup = lower_case_names(startup);
         }
+        settings
     }
 
     /// The startup options and the lasting SETs, to hand the client over.
     pub fn parts(&self) -> [&[(String, String)]; 2] {
-        [&self.startup, &self.session]
+        match &self.lists {
+            Some(l) => [&l.startup, &l.session],
+            None => [&[], &[]],
+        }
     }
 
     /// A handed-over client's lasting SETs (lower-case name, `SET <sql>`).
     pub fn with_session(mut self, session: Vec<(String, String)>) -> Self {
-        self.session = session
-            .into_iter()
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect();
+        if !session.is_empty() {
+            self.lists_mut().session = lower_case_names(session);
+        }
         self
+    }
+
+    fn lists_mut(&mut self) -> &mut Lists {
+        self.lists.get_or_insert_with(Box::default)
     }
 
     /// Records the client's SETs and RESETs that lasted. A RESET returns a
@@ -77,31 +87,52 @@ impl ClientSettings {
         for s in settings {
             match s {
                 Setting::Set { name, sql } => {
-                    match self.session.iter_mut().find(|(k, _)| k == name) {
+                    let session = &mut self.lists_mut().session;
+                    match session.iter_mut().find(|(k, _)| k == name) {
                         Some((_, v)) => v.clone_from(sql),
-                        None => self.session.push((name.clone(), sql.clone())),
+                        None => session.push((name.clone(), sql.clone())),
                     }
                 }
-                Setting::Reset { name } => self.session.retain(|(k, _)| k != name),
-                Setting::ResetAll => self.session.clear(),
+                Setting::Reset { name } => {
+                    if let Some(l) = &mut self.lists {
+                        l.session.retain(|(k, _)| k != name);
+                    }
+                }
+                Setting::ResetAll => {
+                    if let Some(l) = &mut self.lists {
+                        l.session.clear();
+                    }
+                }
             }
+        }
+        if self
+            .lists
+            .as_ref()
+            .is_some_and(|l| l.startup.is_empty() && l.session.is_empty())
+        {
+            self.lists = None;
         }
     }
 
     /// Every parameter the client wants given, and how.
     fn wanted(&self) -> impl Iterator<Item = (&str, Want<'_>)> {
-        let session = self.session.iter().map(|(k, v)| (k.as_str(), Want::Sql(v)));
-        let startup = self
-            .startup
+        let [startup, session] = self.parts();
+        let startup = startup
             .iter()
-            .filter(|(k, _)| !self.session.iter().any(|(s, _)| s == k))
+            .filter(move |(k, _)| !session.iter().any(|(s, _)| s == k))
             .map(|(k, v)| (k.as_str(), Want::Startup(v)));
-        startup.chain(session)
+        startup.chain(session.iter().map(|(k, v)| (k.as_str(), Want::Sql(v))))
     }
 
     fn wants(&self, name: &str) -> bool {
         self.wanted().any(|(k, _)| k == name)
     }
+}
+
+fn lower_case_names(list: Vec<(String, String)>) -> Vec<(String, String)> {
+    list.into_iter()
+        .map(|(k, v)| (k.to_ascii_lowercase(), v))
+        .collect()
 }
 
 /// Makes `backend` look like the client's own session: SETs the reported
@@ -209,5 +240,26 @@ mod tests {
             Setting::ResetAll,
         ]);
         assert_eq!(wanted(&c).len(), 1);
+    }
+
+    #[test]
+    fn a_client_without_settings_keeps_no_lists_and_a_reset_all_frees_them() {
+        let mut c = ClientSettings::new(Vec::new());
+        assert!(c.lists.is_none());
+        c.commit(&[Setting::Set {
+            name: "work_mem".into(),
+            sql: "work_mem = '16MB'".into(),
+        }]);
+        assert_eq!(c.parts()[1].len(), 1);
+        c.commit(&[Setting::ResetAll]);
+        assert!(c.lists.is_none(), "nothing left to keep");
+        assert!(c.wanted().next().is_none());
+        let handed = ClientSettings::new(Vec::new())
+            .with_session(vec![("DateStyle".into(), "DateStyle = ISO".into())]);
+        assert_eq!(
+            handed.parts()[1],
+            [("datestyle".to_string(), "DateStyle = ISO".to_string())]
+        );
+        assert!(handed.parts()[0].is_empty());
     }
 }
