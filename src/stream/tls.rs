@@ -113,11 +113,8 @@ struct Call<'a, 'b> {
 /// How one step of OpenSSL ended.
 enum Step<T> {
     Done(T),
-    /// Waiting for the socket; the task will be woken.
+    /// Not done yet; the task will be woken.
     Blocked,
-    /// OpenSSL wants another go at once (it consumed a record that carried
-    /// no application data).
-    Again,
     Failed(TlsError),
 }
 
@@ -162,14 +159,11 @@ impl TlsStream {
     }
 
     fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TlsError>> {
-        loop {
-            // SAFETY: the SSL is live for the call.
-            match self.step(cx, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
-                Step::Done(()) => return Poll::Ready(Ok(())),
-                Step::Blocked => return Poll::Pending,
-                Step::Again => continue,
-                Step::Failed(e) => return Poll::Ready(Err(e)),
-            }
+        // SAFETY: the SSL is live for the call.
+        match self.step(cx, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
+            Step::Done(()) => Poll::Ready(Ok(())),
+            Step::Blocked => Poll::Pending,
+            Step::Failed(e) => Poll::Ready(Err(e)),
         }
     }
 
@@ -207,11 +201,13 @@ impl TlsStream {
         let code = ErrorCode::from_raw(unsafe { ffi::SSL_get_error(ssl, ret.0) });
         let cause = match code {
             ErrorCode::WANT_READ | ErrorCode::WANT_WRITE if call.error.is_none() => {
-                return if call.blocked {
-                    Step::Blocked
-                } else {
-                    Step::Again
-                };
+                if !call.blocked {
+                    // OpenSSL consumed a record that carried no application
+                    // data and wants another go: yield to the runtime first,
+                    // so that no peer can keep this thread in a loop.
+                    call.cx.waker().wake_by_ref();
+                }
+                return Step::Blocked;
             }
             ErrorCode::WANT_READ | ErrorCode::WANT_WRITE => call.error.take().map(Cause::Io),
             ErrorCode::SSL => Some(Cause::Ssl(ErrorStack::get())),
@@ -242,29 +238,25 @@ impl AsyncRead for TlsStream {
         if dst.is_empty() {
             return Poll::Ready(Ok(()));
         }
-        loop {
-            let step = this.step(cx, |ssl| {
-                let mut n = 0usize;
-                // SAFETY: `dst` is valid for its length for the call.
-                let ret =
-                    unsafe { ffi::SSL_read_ex(ssl, dst.as_mut_ptr().cast(), dst.len(), &mut n) };
-                (ret, n)
-            });
-            let n = match step {
-                Step::Done(n) => n,
-                Step::Blocked => return Poll::Pending,
-                Step::Again => continue,
-                // A close_notify, or (as rust-openssl reads it) an end of
-                // file with nothing to say why: the peer is gone.
-                Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => 0,
-                Step::Failed(e) if e.code == ErrorCode::SYSCALL && e.io_error().is_none() => 0,
-                Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
-            };
-            // SAFETY: SSL_read_ex initialised the first `n` unfilled bytes.
-            unsafe { buf.assume_init(n) };
-            buf.advance(n);
-            return Poll::Ready(Ok(()));
-        }
+        let step = this.step(cx, |ssl| {
+            let mut n = 0usize;
+            // SAFETY: `dst` is valid for its length for the call.
+            let ret = unsafe { ffi::SSL_read_ex(ssl, dst.as_mut_ptr().cast(), dst.len(), &mut n) };
+            (ret, n)
+        });
+        let n = match step {
+            Step::Done(n) => n,
+            Step::Blocked => return Poll::Pending,
+            // A close_notify, or (as rust-openssl reads it) an end of file
+            // with nothing to say why: the peer is gone.
+            Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => 0,
+            Step::Failed(e) if e.code == ErrorCode::SYSCALL && e.io_error().is_none() => 0,
+            Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
+        };
+        // SAFETY: SSL_read_ex initialised the first `n` unfilled bytes.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -278,21 +270,17 @@ impl AsyncWrite for TlsStream {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        loop {
-            let step = this.step(cx, |ssl| {
-                let mut n = 0usize;
-                // SAFETY: `data` is valid for its length for the call; the
-                // context's modes allow a retry with another buffer.
-                let ret =
-                    unsafe { ffi::SSL_write_ex(ssl, data.as_ptr().cast(), data.len(), &mut n) };
-                (ret, n)
-            });
-            match step {
-                Step::Done(n) => return Poll::Ready(Ok(n)),
-                Step::Blocked => return Poll::Pending,
-                Step::Again => continue,
-                Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
-            }
+        let step = this.step(cx, |ssl| {
+            let mut n = 0usize;
+            // SAFETY: `data` is valid for its length for the call; the
+            // context's modes allow a retry with another buffer.
+            let ret = unsafe { ffi::SSL_write_ex(ssl, data.as_ptr().cast(), data.len(), &mut n) };
+            (ret, n)
+        });
+        match step {
+            Step::Done(n) => Poll::Ready(Ok(n)),
+            Step::Blocked => Poll::Pending,
+            Step::Failed(e) => Poll::Ready(Err(e.into_io())),
         }
     }
 
@@ -304,20 +292,17 @@ impl AsyncWrite for TlsStream {
     /// socket's sending side.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        loop {
-            let step = this.step(cx, |ssl| {
-                // SAFETY: the SSL is live for the call.
-                let ret = unsafe { ffi::SSL_shutdown(ssl) };
-                // 0 (sent) and 1 (both sides closed) are both done for a sender.
-                (if ret >= 0 { 1 } else { ret }, ())
-            });
-            match step {
-                Step::Done(()) => break,
-                Step::Blocked => return Poll::Pending,
-                Step::Again => continue,
-                Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => break,
-                Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
-            }
+        let step = this.step(cx, |ssl| {
+            // SAFETY: the SSL is live for the call.
+            let ret = unsafe { ffi::SSL_shutdown(ssl) };
+            // 0 (sent) and 1 (both sides closed) are both done for a sender.
+            (if ret >= 0 { 1 } else { ret }, ())
+        });
+        match step {
+            Step::Done(()) => {}
+            Step::Blocked => return Poll::Pending,
+            Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => {}
+            Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
         }
         Pin::new(&mut this.socket).poll_shutdown(cx)
     }
