@@ -36,11 +36,12 @@ fn acceptor() -> Result<SslAcceptor> {
     let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server())?;
     b.set_certificate(&cert.build())?;
     b.set_private_key(&key)?;
-    // As the pooler's acceptor: no tickets, buffers released while idle,
-    // read-ahead.
+    // As the pooler's acceptor (tls::acceptor, which the stream module
+    // must not import): no tickets, buffers released while idle, records
+    // read whole.
     b.set_num_tickets(0)?;
     b.set_mode(SslMode::RELEASE_BUFFERS);
-    crate::tls::read_whole_records(&mut b);
+    b.set_read_ahead(true);
     Ok(b.build())
 }
 
