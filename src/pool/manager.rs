@@ -268,15 +268,18 @@ enum Peek {
 /// readiness, so the usual answer — nothing happened since the last read —
 /// costs no system call; a stale "readable" costs one peek, which clears it.
 fn peek(stream: &Stream, force: bool) -> io::Result<Peek> {
-    let result = match stream {
-        // The socket is non-blocking: a direct peek answers WouldBlock.
-        Stream::Tcp(s) | Stream::Unix(s) if force => s.peek_byte_now(),
-        Stream::Tcp(s) | Stream::Unix(s) => s.try_peek_byte(),
+    let socket = match stream {
+        Stream::Tcp(s) | Stream::Unix(s) => s,
         // Bytes OpenSSL already holds (decrypted or read ahead) count as data too.
         Stream::Tls(t) if crate::stream::has_pending(t.ssl()) => return Ok(Peek::Data),
-        Stream::Tls(t) if force => t.socket().peek_byte_now(),
-        Stream::Tls(t) => t.socket().try_peek_byte(),
+        Stream::Tls(t) => t.socket(),
         Stream::Detached(_) => return Ok(Peek::Closed),
+    };
+    // The socket is non-blocking: a direct peek answers WouldBlock.
+    let result = if force {
+        socket.peek_byte_now()
+    } else {
+        socket.try_peek_byte()
     };
     match result {
         Ok(0) => Ok(Peek::Closed),

@@ -93,24 +93,20 @@ impl ClientSettings {
                         None => session.push((name.clone(), sql.clone())),
                     }
                 }
-                Setting::Reset { name } => {
-                    if let Some(l) = &mut self.lists {
-                        l.session.retain(|(k, _)| k != name);
-                    }
-                }
-                Setting::ResetAll => {
-                    if let Some(l) = &mut self.lists {
-                        l.session.clear();
-                    }
-                }
+                Setting::Reset { name } => self.forget(|k| k == name),
+                Setting::ResetAll => self.forget(|_| true),
             }
         }
-        if self
-            .lists
-            .as_ref()
-            .is_some_and(|l| l.startup.is_empty() && l.session.is_empty())
-        {
-            self.lists = None;
+    }
+
+    /// Drops the lasting SETs of the names `which` picks, and the lists
+    /// once both are empty.
+    fn forget(&mut self, which: impl Fn(&str) -> bool) {
+        if let Some(l) = &mut self.lists {
+            l.session.retain(|(k, _)| !which(k));
+            if l.startup.is_empty() && l.session.is_empty() {
+                self.lists = None;
+            }
         }
     }
 
