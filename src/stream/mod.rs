@@ -189,7 +189,7 @@ impl Stream {
 
     /// Runs the server side of a TLS handshake on this socket.
     pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
-        let ssl = openssl::ssl::Ssl::new(acceptor.context()).map_err(io::Error::other)?;
+        let ssl = tls::session(acceptor.context())?;
         let mut tls = self.detach_for_tls(ssl)?;
         tls.accept().await.map_err(|e| handshake_failure(&e))?;
         *self = Stream::Tls(tls);

@@ -20,9 +20,9 @@ use std::ptr;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
-use foreign_types::ForeignTypeRef as _;
+use foreign_types::{ForeignType as _, ForeignTypeRef as _};
 use openssl::error::ErrorStack;
-use openssl::ssl::{ErrorCode, Ssl, SslRef};
+use openssl::ssl::{ErrorCode, Ssl, SslContextRef, SslRef, SslVerifyMode};
 use openssl_sys as ffi;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -116,6 +116,27 @@ enum Step<T> {
     /// Not done yet; the task will be woken.
     Blocked,
     Failed(TlsError),
+}
+
+/// A session for `ctx`. rust-openssl's `Ssl::new` stores a copy of the
+/// context in every session's ex-data (a boxed handle and a two-block
+/// OpenSSL stack, about 100 bytes of each TLS client's life), which its
+/// certificate-verify trampoline reads to find the callback. A context
+/// that asks for no client certificate never calls that trampoline, so
+/// its sessions are made with `SSL_new` alone (which holds the context
+/// itself); one that verifies clients gets `Ssl::new`'s.
+pub fn session(ctx: &SslContextRef) -> io::Result<Ssl> {
+    if ctx.verify_mode() != SslVerifyMode::NONE {
+        return Ssl::new(ctx).map_err(io::Error::other);
+    }
+    // SAFETY: the context is live; SSL_new returns an owned session or null.
+    unsafe {
+        let ssl = ffi::SSL_new(ctx.as_ptr());
+        if ssl.is_null() {
+            return Err(io::Error::other(ErrorStack::get()));
+        }
+        Ok(Ssl::from_ptr(ssl))
+    }
 }
 
 impl TlsStream {

@@ -8,12 +8,15 @@
 //! PostgreSQL (which negotiates TLS 1.3 with AES-GCM), and it cannot ask for
 //! client certificates.
 
+use std::ffi::{c_int, c_long};
 use std::path::Path;
 use std::sync::Arc;
 
 use openssl::asn1::Asn1Time;
 use openssl::pkey::{PKey, Private};
-use openssl::ssl::{SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion};
+use openssl::ssl::{
+    SslAcceptor, SslContextBuilder, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion,
+};
 use openssl::x509::X509;
 
 use crate::config::{TlsConfig, TlsVersion};
@@ -125,10 +128,18 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
 /// same result (whatever the store yields, errors ignored); left to
 /// OpenSSL's per-handshake way if building fails (a CA below the security
 /// level), so what clients are sent never changes.
-fn build_chain_once(b: &mut openssl::ssl::SslContextBuilder) {
-    // SSL_CTX_build_cert_chain, a macro over SSL_CTX_ctrl in ssl.h.
-    const SSL_CTRL_BUILD_CERT_CHAIN: std::ffi::c_int = 105;
-    const IGNORE_ERROR_AND_CLEAR: std::ffi::c_long = 0x8 | 0x10;
+///
+/// The built chain moves to the context's extra certificates: OpenSSL
+/// copies the certificate's own chain into every connection (a stack, even
+/// an empty one, for each TLS client's life), never the extra ones, and
+/// with automatic chaining off it sends the same certificates.
+fn build_chain_once(b: &mut SslContextBuilder) {
+    // SSL_CTX_build_cert_chain, SSL_CTX_get0_chain_certs and
+    // SSL_CTX_clear_chain_certs: macros over SSL_CTX_ctrl in ssl.h.
+    const SSL_CTRL_CHAIN: c_int = 88;
+    const SSL_CTRL_BUILD_CERT_CHAIN: c_int = 105;
+    const SSL_CTRL_GET_CHAIN_CERTS: c_int = 115;
+    const IGNORE_ERROR_AND_CLEAR: c_long = 0x8 | 0x10;
     // SAFETY: the context is live and exclusively borrowed, the command
     // takes no pointer argument.
     let built = unsafe {
@@ -142,7 +153,38 @@ fn build_chain_once(b: &mut openssl::ssl::SslContextBuilder) {
     if built <= 0 {
         let why = openssl::error::ErrorStack::get();
         tracing::debug!(error = %why, "certificate chain left to each handshake");
+        return;
     }
+    let mut chain: *mut openssl_sys::stack_st_X509 = std::ptr::null_mut();
+    // SAFETY: get0 writes a pointer to the context's own stack (or null)
+    // and takes no reference; the certificates are copied (up-referenced)
+    // out of it before the clear below frees it.
+    let certs: Vec<X509> = unsafe {
+        openssl_sys::SSL_CTX_ctrl(
+            b.as_ptr(),
+            SSL_CTRL_GET_CHAIN_CERTS,
+            0,
+            (&mut chain as *mut *mut openssl_sys::stack_st_X509).cast(),
+        );
+        if chain.is_null() {
+            return;
+        }
+        <openssl::stack::StackRef<X509> as foreign_types::ForeignTypeRef>::from_ptr(chain)
+            .iter()
+            .map(|c| c.to_owned())
+            .collect()
+    };
+    // SAFETY: as above; a null stack clears the certificate's chain.
+    unsafe {
+        openssl_sys::SSL_CTX_ctrl(b.as_ptr(), SSL_CTRL_CHAIN, 0, std::ptr::null_mut());
+    }
+    for cert in certs {
+        if let Err(e) = b.add_extra_chain_cert(cert) {
+            tracing::debug!(error = %e, "certificate chain left to each handshake");
+            return;
+        }
+    }
+    b.set_mode(SslMode::NO_AUTO_CHAIN);
 }
 
 /// When the acceptor's certificate (the one clients are shown) expires, as
