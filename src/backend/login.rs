@@ -359,8 +359,10 @@ async fn read_until_ready(link: &mut Link) -> Result<(), BackendError> {
             }
             be::BACKEND_KEY_DATA => {
                 let key = BackendKeyData::parse(&body).map_err(malformed)?;
-                link.cancel.pid = key.pid;
-                link.cancel.secret = key.secret;
+                // Unshared until the login ends: no copy is made.
+                let cancel = Arc::make_mut(&mut link.cancel);
+                cancel.pid = key.pid;
+                cancel.secret = key.secret;
             }
             be::READY_FOR_QUERY => {
                 let ready = ReadyForQuery::parse(&body).map_err(malformed)?;

@@ -193,7 +193,10 @@ pub struct Link {
     buf: FrameBuf,
     /// Message boundaries of what the server sends.
     scanner: Scanner,
-    cancel: CancelTarget,
+    /// Shared with the cancel slot of the client holding the link: a
+    /// transaction's attach is one reference count, and an idle client's
+    /// slot holds a pointer, not a copy.
+    cancel: Arc<CancelTarget>,
     opened_at: Instant,
     timings: BackendTimings,
     /// What SHOW and the metrics read; written only by this link.
@@ -245,7 +248,7 @@ impl Link {
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),
             scanner: Scanner::new(),
-            cancel,
+            cancel: Arc::new(cancel),
             opened_at: Instant::now(),
             timings: BackendTimings::default(),
             queued: BytesMut::new(),
@@ -273,7 +276,7 @@ impl Link {
     }
 
     /// The real cancel key and address.
-    pub fn cancel(&self) -> &CancelTarget {
+    pub fn cancel(&self) -> &Arc<CancelTarget> {
         &self.cancel
     }
 

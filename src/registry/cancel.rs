@@ -18,12 +18,12 @@ use crate::config::InstanceId;
 /// Where one client's cancel key currently points.
 #[derive(Default)]
 pub struct CancelSlot {
-    target: Mutex<Option<CancelTarget>>,
+    target: Mutex<Option<Arc<CancelTarget>>>,
 }
 
 impl CancelSlot {
     /// Points the key at a backend (None: no backend attached).
-    pub fn set(&self, target: Option<CancelTarget>) {
+    pub fn set(&self, target: Option<Arc<CancelTarget>>) {
         if let Ok(mut g) = self.target.lock() {
             *g = target;
         }
@@ -33,7 +33,7 @@ impl CancelSlot {
     /// it under the slot's lock, so a hand-off that follows `set(None)`
     /// sees it and keeps the backend from other clients until the guard is
     /// confirmed or dropped.
-    fn take_for_cancel(&self) -> Option<(CancelTarget, CancelInFlight)> {
+    fn take_for_cancel(&self) -> Option<(Arc<CancelTarget>, CancelInFlight)> {
         let g = self.target.lock().ok()?;
         let target = g.clone()?;
         let in_flight = target.gate.enter();
@@ -128,7 +128,7 @@ impl CancelRegistry {
     /// The backend to cancel for a key a client presented (its secret as
     /// [`Route::Local`] gives it), if the key is live and its client holds
     /// a backend; keep the guard until the cancel is delivered.
-    pub fn lookup(&self, pid: i32, secret: i32) -> Option<(CancelTarget, CancelInFlight)> {
+    pub fn lookup(&self, pid: i32, secret: i32) -> Option<(Arc<CancelTarget>, CancelInFlight)> {
         let slot = {
             let keys = self.keys.lock().ok()?;
             keys.get(&(pid, secret))?.clone()
