@@ -8,7 +8,7 @@
 //! no clock), so SHOW CLIENTS `wait` and SHOW POOLS `maxwait` are computed
 //! when they are asked for.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -88,9 +88,9 @@ pub struct ClientInfo {
 #[derive(Debug)]
 struct Live {
     id: u64,
-    /// Interned: thousands of clients share a few names.
-    user: Arc<str>,
-    database: Arc<str>,
+    /// Interned: thousands of clients share a few (role, database) pairs,
+    /// and one thin pointer keeps the entry in a smaller allocation class.
+    login: Arc<Login>,
     transport: Transport,
     tls: bool,
     peer: Peer,
@@ -118,8 +118,8 @@ impl Live {
     fn info(&self, epoch: Instant, now: Instant) -> ClientInfo {
         ClientInfo {
             id: self.id,
-            user: self.user.to_string(),
-            database: self.database.to_string(),
+            user: self.login.user.to_string(),
+            database: self.login.database.to_string(),
             transport: self.transport,
             tls: self.tls,
             peer: match &self.peer {
@@ -141,6 +141,13 @@ impl Live {
     }
 }
 
+/// The role a client logged in as and the database it asked for.
+#[derive(Debug)]
+struct Login {
+    user: Box<str>,
+    database: Box<str>,
+}
+
 /// Where a client is: a TCP address kept as one (no string per client), or
 /// a name (the Unix socket's path, shared by its clients, or whatever a
 /// takeover brought).
@@ -155,6 +162,8 @@ enum Peer {
 #[derive(Debug, Default)]
 struct Entries {
     by_id: BTreeMap<u64, Arc<Live>>,
+    /// Logins by role, then database.
+    logins: HashMap<Box<str>, HashMap<Box<str>, Arc<Login>>>,
     names: HashSet<Arc<str>>,
     everyone: u8,
 }
@@ -170,6 +179,34 @@ impl Entries {
         n
     }
 
+    /// The (`user`, `database`) pair, shared with every entry that has it.
+    fn login(&mut self, user: &str, database: &str) -> Arc<Login> {
+        if let Some(l) = self.logins.get(user).and_then(|dbs| dbs.get(database)) {
+            return l.clone();
+        }
+        let login = Arc::new(Login {
+            user: user.into(),
+            database: database.into(),
+        });
+        let dbs = self.logins.entry(user.into()).or_default();
+        dbs.insert(database.into(), login.clone());
+        login
+    }
+
+    /// Forgets `login` once no entry but the departing one has it.
+    fn release_login(&mut self, login: &Arc<Login>) {
+        // The map's reference and the departing entry's.
+        if Arc::strong_count(login) > 2 {
+            return;
+        }
+        if let Some(dbs) = self.logins.get_mut(&login.user) {
+            dbs.remove(&login.database);
+            if dbs.is_empty() {
+                self.logins.remove(&login.user);
+            }
+        }
+    }
+
     /// Forgets `name` once no entry but the departing one (`live`) has it.
     fn release(&mut self, name: &Arc<str>) {
         // The set's reference and the departing entry's.
@@ -180,8 +217,7 @@ impl Entries {
 
     fn remove(&mut self, live: &Live) {
         self.by_id.remove(&live.id);
-        self.release(&live.user);
-        self.release(&live.database);
+        self.release_login(&live.login);
         if let Peer::Named(n) = &live.peer {
             self.release(n);
         }
@@ -221,8 +257,7 @@ impl ClientRegistry {
         let id = info.id;
         let live = |m: &mut Entries| Live {
             id,
-            user: m.intern(&info.user),
-            database: m.intern(&info.database),
+            login: m.login(&info.user, &info.database),
             transport: info.transport,
             tls: info.tls,
             peer: match info.peer.parse() {
@@ -333,12 +368,12 @@ impl ClientEntry {
 
     /// The role the client logged in as.
     pub fn user(&self) -> &str {
-        &self.live.user
+        &self.live.login.user
     }
 
     /// The database the client asked for.
     pub fn database(&self) -> &str {
-        &self.live.database
+        &self.live.login.database
     }
 
     /// Records what the client is doing now.
@@ -513,19 +548,61 @@ mod tests {
         let a = r.register(info(1, "127.0.0.1:5000"));
         let b = r.register(info(2, "[::1]:6000"));
         let c = r.register(info(3, "/tmp/.s.PGSQL.6432"));
-        let names = || r.with(|m| m.names.len());
-        assert_eq!(names(), 3, "alice, app and the socket path");
+        let names =
+            || r.with(|m| m.names.len() + m.logins.values().map(HashMap::len).sum::<usize>());
+        assert_eq!(names(), 2, "alice at app, and the socket path");
         let peers: Vec<_> = r.list().into_iter().map(|i| i.peer).collect();
         assert_eq!(
             peers,
             ["127.0.0.1:5000", "[::1]:6000", "/tmp/.s.PGSQL.6432"]
         );
         drop(c);
-        assert_eq!(names(), 2);
+        assert_eq!(names(), 1);
         drop(a);
-        assert_eq!(names(), 2, "b still has them");
+        assert_eq!(names(), 1, "b still has them");
         assert_eq!((b.user(), b.database()), ("alice", "app"));
         drop(b);
         assert_eq!(names(), 0);
+    }
+
+    #[test]
+    fn logins_are_shared_per_role_and_database_pair() {
+        let r = Arc::new(ClientRegistry::default());
+        let info = |id, user: &str, database: &str| ClientInfo {
+            id,
+            user: user.into(),
+            database: database.into(),
+            transport: Transport::LoopbackTcp,
+            tls: false,
+            peer: "127.0.0.1:5000".into(),
+            connected_at: SystemTime::now(),
+            state: ClientState::Idle,
+            backend: None,
+            application_name: None,
+            wait: None,
+        };
+        let a = r.register(info(1, "alice", "app"));
+        let b = r.register(info(2, "alice", "app"));
+        let c = r.register(info(3, "alice", "other"));
+        let d = r.register(info(4, "bob", "app"));
+        assert!(Arc::ptr_eq(&a.live.login, &b.live.login));
+        assert!(!Arc::ptr_eq(&a.live.login, &c.live.login));
+        let logins = || {
+            r.with(|m| {
+                (
+                    m.logins.len(),
+                    m.logins.values().map(HashMap::len).sum::<usize>(),
+                )
+            })
+        };
+        assert_eq!(logins(), (2, 3), "alice with two databases, bob with one");
+        assert_eq!(
+            (c.user(), c.database(), d.user(), d.database()),
+            ("alice", "other", "bob", "app")
+        );
+        drop((a, d));
+        assert_eq!(logins(), (1, 2), "b keeps alice at app");
+        drop((b, c));
+        assert_eq!(logins(), (0, 0));
     }
 }
