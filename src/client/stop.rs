@@ -18,6 +18,11 @@ impl<'e> Stop<'e> {
         Stop(entry)
     }
 
+    /// Watches `entry`'s signals, already attached to its pool.
+    pub(super) fn watching(entry: &'e ClientEntry) -> Stop<'e> {
+        Stop(entry)
+    }
+
     /// Resolves once the session must end, with why. Polling it is an
     /// atomic load while nothing is raised, so the relay polls it at every
     /// wake without a gate.

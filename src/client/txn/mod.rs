@@ -32,7 +32,7 @@ use crate::protocol::scan::Scanner;
 use crate::protocol::sql::Strings;
 use crate::protocol::tags::fe;
 use crate::protocol::{FrameBuf, Violation};
-use crate::registry::{CancelKey, ClientEntry, ClientState, Signals};
+use crate::registry::{CancelKey, ClientEntry, ClientState};
 use crate::stats::Class;
 use crate::stream::{poll_fill, ReadError, Stream};
 use rewrite::{Pin, Rewriter};
@@ -57,14 +57,16 @@ pub(super) fn serve<'a>(
             None => pooler.pool_for(session.entry.database(), session.entry.user())?,
         };
         let config = pooler.config();
-        let watch = Stop::new(&pool, &session.entry);
-        let stop = watch.stopped();
-        tokio::pin!(stop);
+        // A KILL of the pool reaches the session. Nothing else is kept for
+        // the stop: the idle wait polls the entry's signals itself, and
+        // each transaction makes its own watch, so an idle client's future
+        // has no room for one.
+        session.entry.attach(pool.identity());
         let mut moving_seen = false;
         let mut client = Between {
             pooler,
-            pool: &pool,
-            config: &config,
+            pool,
+            config,
             reported: &session.params,
             entry: &session.entry,
             cancel_key: &session.cancel_key,
@@ -99,13 +101,10 @@ pub(super) fn serve<'a>(
                 // Not boxed: the wait and the (boxed) transaction are never live
                 // together, so their room in this future overlaps, and a box
                 // would cost an allocation per transaction and save nothing.
-                let scan = &client.scan;
-                // A takeover's hand-over wakes the idle clients that may move.
-                let moving = may_move.then(|| session.entry.signals());
-                let (st, fb, mut halt) = (&mut *stream, &mut *buf, stop.as_mut());
-                let waiting = std::future::poll_fn(move |cx| {
-                    poll_wait(cx, st, fb, scan, halt.as_mut(), moving)
-                });
+                // One reference to the client, not one to each part the wait
+                // reads: the wait's room is part of every idle client's.
+                let (st, fb, idle) = (&mut *stream, &mut *buf, &client);
+                let waiting = std::future::poll_fn(move |cx| poll_wait(cx, st, fb, idle, may_move));
                 match waiting.await {
                     Waited::Message => {}
                     Waited::Move => {
@@ -129,7 +128,7 @@ pub(super) fn serve<'a>(
             // allocation per transaction, and the copy into the box costs
             // less than the memory saved across thousands of idle clients.
             let held = session.lease.take().map(|l| *l);
-            match Box::pin(client.transaction(held, stream, buf, stop.as_mut())).await? {
+            match Box::pin(client.transaction(held, stream, buf)).await? {
                 TxnEnd::Idle => transactions += 1,
                 TxnEnd::Ended(end) => break end,
             }
@@ -146,7 +145,7 @@ pub(super) fn serve<'a>(
             end = ?end,
             "client session ended"
         );
-        let stopped = watch.is_stopped();
+        let stopped = session.entry.signals().ended().is_some();
         super::session::end_result(end, stopped)
     }
 }
@@ -157,9 +156,11 @@ pub(super) fn serve<'a>(
 /// copied here.
 struct Between<'p> {
     pooler: &'p Arc<Pooler>,
-    pool: &'p Arc<Pool>,
+    /// Owned, not borrowed from the loop: one pointer less in every idle
+    /// client's future.
+    pool: Arc<Pool>,
     /// The configuration as of the client's login.
-    config: &'p Config,
+    config: Arc<Config>,
     /// The parameters the server reported at login (see [`follows`]).
     reported: &'p ParamSet,
     entry: &'p ClientEntry,
@@ -178,6 +179,11 @@ struct Between<'p> {
     pin: Option<Pin>,
     /// A takeover could not hand it over: it stays on this process.
     stays: bool,
+}
+
+/// Whether the pooler follows a SET of a name itself (see [`follows`]).
+fn tracked<'c>(config: &'c Config, reported: &'c ParamSet) -> impl Fn(&str) -> bool + Sync + 'c {
+    move |name| follows(config, reported, name)
 }
 
 /// Whether the pooler follows a client's SET of `name` itself. A followed
@@ -201,12 +207,6 @@ impl<'p> Between<'p> {
         self.config.pool.max_prepared_statements > 0
     }
 
-    /// Whether the pooler follows a SET of a name itself (see [`follows`]).
-    fn tracked(&self) -> impl Fn(&str) -> bool + Sync + 'p {
-        let (config, reported) = (self.config, self.reported);
-        move |name| follows(config, reported, name)
-    }
-
     /// Answers a batch of Parses the client's statements already cover
     /// without a backend (see [`Between::may_answer_ahead`]); true when it
     /// did.
@@ -219,7 +219,7 @@ impl<'p> Between<'p> {
             registry: &self.pooler.statements,
             client_budget: self.config.pool.prepared_statement_bytes_per_client,
             strings: self.strings,
-            tracked: &self.tracked(),
+            tracked: &tracked(&self.config, self.reported),
         };
         let mut out = bytes::BytesMut::new();
         let Some(n) = ahead.answer(buf.readable(), &mut self.statements, &mut out) else {
@@ -237,10 +237,10 @@ impl<'p> Between<'p> {
         held: Option<Lease>,
         stream: &mut Stream,
         buf: &mut FrameBuf,
-        mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
     ) -> Result<TxnEnd, ClientError> {
-        let (config, pooler) = (self.config, self.pooler);
-        let tracked = self.tracked();
+        let mut stop = std::pin::pin!(Stop::watching(self.entry).stopped());
+        let (config, pooler) = (&*self.config, self.pooler);
+        let tracked = tracked(config, self.reported);
         let mut rewriter = Rewriter {
             registry: &pooler.statements,
             manage: self.manages_statements(),
@@ -358,15 +358,16 @@ fn poll_wait(
     cx: &mut Context<'_>,
     stream: &mut Stream,
     buf: &mut FrameBuf,
-    scan: &Scanner,
-    mut stop: std::pin::Pin<&mut impl std::future::Future<Output = &'static str>>,
-    moving: Option<&Signals>,
+    client: &Between,
+    may_move: bool,
 ) -> Poll<Waited> {
-    if let Poll::Ready(why) = stop.as_mut().poll(cx) {
-        return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.into())));
+    let (signals, scan) = (client.entry.signals(), &client.scan);
+    if let Poll::Ready(why) = signals.poll_end(cx) {
+        return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.reason().into())));
     }
     if buf.is_empty() {
-        if moving.is_some_and(|s| s.poll_moving(cx).is_ready()) {
+        // A takeover's hand-over wakes the idle clients that may move.
+        if may_move && signals.poll_moving(cx).is_ready() {
             return Poll::Ready(Waited::Move);
         }
         // Idle clients may be many: hold no read buffer while waiting.
