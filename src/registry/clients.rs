@@ -8,11 +8,13 @@
 //! no clock), so SHOW CLIENTS `wait` and SHOW POOLS `maxwait` are computed
 //! when they are asked for.
 
+use std::collections::hash_map::RandomState;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::SocketAddr;
+use std::hash::BuildHasher;
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::signals::{End, Signals, MOVING};
 use crate::listener::Transport;
@@ -84,18 +86,20 @@ pub struct ClientInfo {
 
 /// One client's entry: what it logged in with, and what it is doing now,
 /// updated without the registry's lock. The session reads its user and
-/// database here too, so each is kept once per client.
+/// database here too, so each is kept once per client. Every idle client
+/// keeps one: it is 112 bytes, jemalloc's 128-byte class with the Arc's
+/// counts (a unit test keeps it there).
 #[derive(Debug)]
 struct Live {
     id: u64,
-    /// Interned: thousands of clients share a few (role, database) pairs,
-    /// and one thin pointer keeps the entry in a smaller allocation class.
+    /// Interned: thousands of clients share a few (role, database,
+    /// application_name) triples, and one thin pointer is all they cost.
     login: Arc<Login>,
     transport: Transport,
     tls: bool,
     peer: Peer,
-    connected_at: SystemTime,
-    application_name: Option<Box<str>>,
+    /// When it logged in, in µs since the Unix epoch.
+    connected_at: u64,
     state: AtomicU8,
     /// Backend id, 0 for none (ids start at 1).
     backend: AtomicU64,
@@ -123,13 +127,14 @@ impl Live {
             transport: self.transport,
             tls: self.tls,
             peer: match &self.peer {
-                Peer::Addr(a) => a.to_string(),
+                Peer::V4(a) => a.to_string(),
+                Peer::V6(a) => a.to_string(),
                 Peer::Named(n) => n.to_string(),
             },
-            connected_at: self.connected_at,
+            connected_at: UNIX_EPOCH + Duration::from_micros(self.connected_at),
             state: ClientState::from_u8(self.state.load(Ordering::Relaxed)),
             backend: Some(self.backend.load(Ordering::Relaxed)).filter(|b| *b != 0),
-            application_name: self.application_name.as_deref().map(str::to_string),
+            application_name: self.login.application_name.as_deref().map(str::to_string),
             wait: match self.wait_since.load(Ordering::Relaxed) {
                 0 => None,
                 since => {
@@ -141,11 +146,23 @@ impl Live {
     }
 }
 
-/// The role a client logged in as and the database it asked for.
-#[derive(Debug)]
-struct Login {
-    user: Box<str>,
-    database: Box<str>,
+/// The role a client logged in as, the database it asked for, and the
+/// `application_name` of its startup packet.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Login<S = Box<str>> {
+    user: S,
+    database: S,
+    application_name: Option<S>,
+}
+
+impl Login {
+    fn is(&self, key: &Login<&str>) -> bool {
+        (
+            &*self.user,
+            &*self.database,
+            self.application_name.as_deref(),
+        ) == (key.user, key.database, key.application_name)
+    }
 }
 
 /// Where a client is: a TCP address kept as one (no string per client), or
@@ -153,7 +170,9 @@ struct Login {
 /// takeover brought).
 #[derive(Debug)]
 enum Peer {
-    Addr(SocketAddr),
+    V4(SocketAddrV4),
+    /// Boxed: an IPv6 address is 28 bytes, and would widen every entry.
+    V6(Box<SocketAddrV6>),
     Named(Arc<str>),
 }
 
@@ -162,8 +181,10 @@ enum Peer {
 #[derive(Debug, Default)]
 struct Entries {
     by_id: BTreeMap<u64, Arc<Live>>,
-    /// Logins by role, then database.
-    logins: HashMap<Box<str>, HashMap<Box<str>, Arc<Login>>>,
+    /// Logins by the hash of what they hold (see [`Login`]); a rare
+    /// collision shares a bucket.
+    logins: HashMap<u64, Vec<Arc<Login>>>,
+    hasher: RandomState,
     names: HashSet<Arc<str>>,
     everyone: u8,
 }
@@ -179,17 +200,18 @@ impl Entries {
         n
     }
 
-    /// The (`user`, `database`) pair, shared with every entry that has it.
-    fn login(&mut self, user: &str, database: &str) -> Arc<Login> {
-        if let Some(l) = self.logins.get(user).and_then(|dbs| dbs.get(database)) {
+    /// The login `key` names, shared with every entry that has it.
+    fn login(&mut self, key: Login<&str>) -> Arc<Login> {
+        let bucket = self.logins.entry(self.hasher.hash_one(&key)).or_default();
+        if let Some(l) = bucket.iter().find(|l| l.is(&key)) {
             return l.clone();
         }
         let login = Arc::new(Login {
-            user: user.into(),
-            database: database.into(),
+            user: key.user.into(),
+            database: key.database.into(),
+            application_name: key.application_name.map(Into::into),
         });
-        let dbs = self.logins.entry(user.into()).or_default();
-        dbs.insert(database.into(), login.clone());
+        bucket.push(login.clone());
         login
     }
 
@@ -199,10 +221,16 @@ impl Entries {
         if Arc::strong_count(login) > 2 {
             return;
         }
-        if let Some(dbs) = self.logins.get_mut(&login.user) {
-            dbs.remove(&login.database);
-            if dbs.is_empty() {
-                self.logins.remove(&login.user);
+        let key = Login {
+            user: &*login.user,
+            database: &*login.database,
+            application_name: login.application_name.as_deref(),
+        };
+        let hash = self.hasher.hash_one(&key);
+        if let Some(bucket) = self.logins.get_mut(&hash) {
+            bucket.retain(|l| !Arc::ptr_eq(l, login));
+            if bucket.is_empty() {
+                self.logins.remove(&hash);
             }
         }
     }
@@ -257,15 +285,22 @@ impl ClientRegistry {
         let id = info.id;
         let live = |m: &mut Entries| Live {
             id,
-            login: m.login(&info.user, &info.database),
+            login: m.login(Login {
+                user: &info.user,
+                database: &info.database,
+                application_name: info.application_name.as_deref(),
+            }),
             transport: info.transport,
             tls: info.tls,
             peer: match info.peer.parse() {
-                Ok(addr) => Peer::Addr(addr),
+                Ok(SocketAddr::V4(addr)) => Peer::V4(addr),
+                Ok(SocketAddr::V6(addr)) => Peer::V6(Box::new(addr)),
                 Err(_) => Peer::Named(m.intern(&info.peer)),
             },
-            connected_at: info.connected_at,
-            application_name: info.application_name.map(String::into_boxed_str),
+            connected_at: info
+                .connected_at
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
             state: AtomicU8::new(info.state as u8),
             backend: AtomicU64::new(info.backend.unwrap_or(0)),
             wait_since: AtomicU64::new(0),
@@ -548,8 +583,7 @@ mod tests {
         let a = r.register(info(1, "127.0.0.1:5000"));
         let b = r.register(info(2, "[::1]:6000"));
         let c = r.register(info(3, "/tmp/.s.PGSQL.6432"));
-        let names =
-            || r.with(|m| m.names.len() + m.logins.values().map(HashMap::len).sum::<usize>());
+        let names = || r.with(|m| m.names.len() + m.logins.values().map(Vec::len).sum::<usize>());
         assert_eq!(names(), 2, "alice at app, and the socket path");
         let peers: Vec<_> = r.list().into_iter().map(|i| i.peer).collect();
         assert_eq!(
@@ -566,43 +600,65 @@ mod tests {
     }
 
     #[test]
-    fn logins_are_shared_per_role_and_database_pair() {
+    fn logins_are_shared_per_role_database_and_application_name() {
         let r = Arc::new(ClientRegistry::default());
-        let info = |id, user: &str, database: &str| ClientInfo {
+        let info = |id, user: &str, database: &str, app: Option<&str>| ClientInfo {
             id,
             user: user.into(),
             database: database.into(),
             transport: Transport::LoopbackTcp,
             tls: false,
-            peer: "127.0.0.1:5000".into(),
-            connected_at: SystemTime::now(),
+            peer: "[::1]:5000".into(),
+            connected_at: UNIX_EPOCH + Duration::from_micros(1_765_000_000_123_456),
             state: ClientState::Idle,
             backend: None,
-            application_name: None,
+            application_name: app.map(str::to_string),
             wait: None,
         };
-        let a = r.register(info(1, "alice", "app"));
-        let b = r.register(info(2, "alice", "app"));
-        let c = r.register(info(3, "alice", "other"));
-        let d = r.register(info(4, "bob", "app"));
+        let a = r.register(info(1, "alice", "app", None));
+        let b = r.register(info(2, "alice", "app", None));
+        let c = r.register(info(3, "alice", "other", None));
+        let d = r.register(info(4, "bob", "app", None));
+        let e = r.register(info(5, "alice", "app", Some("psql")));
+        let f = r.register(info(6, "alice", "app", Some("")));
         assert!(Arc::ptr_eq(&a.live.login, &b.live.login));
-        assert!(!Arc::ptr_eq(&a.live.login, &c.live.login));
-        let logins = || {
-            r.with(|m| {
-                (
-                    m.logins.len(),
-                    m.logins.values().map(HashMap::len).sum::<usize>(),
-                )
-            })
-        };
-        assert_eq!(logins(), (2, 3), "alice with two databases, bob with one");
+        for other in [&c, &d, &e, &f] {
+            assert!(!Arc::ptr_eq(&a.live.login, &other.live.login));
+        }
+        let logins = || r.with(|m| m.logins.values().map(Vec::len).sum::<usize>());
+        assert_eq!(logins(), 5);
         assert_eq!(
             (c.user(), c.database(), d.user(), d.database()),
             ("alice", "other", "bob", "app")
         );
-        drop((a, d));
-        assert_eq!(logins(), (1, 2), "b keeps alice at app");
-        drop((b, c));
-        assert_eq!(logins(), (0, 0));
+        let shown: Vec<_> = r
+            .list()
+            .into_iter()
+            .map(|i| (i.id, i.application_name, i.peer, i.connected_at))
+            .collect();
+        let at = UNIX_EPOCH + Duration::from_micros(1_765_000_000_123_456);
+        assert_eq!(
+            shown[4],
+            (5, Some("psql".to_string()), "[::1]:5000".to_string(), at)
+        );
+        assert_eq!(
+            shown[5].1.as_deref(),
+            Some(""),
+            "an empty name is not no name"
+        );
+        assert_eq!(shown[0].1, None);
+        drop((a, d, e));
+        assert_eq!(logins(), 3, "b keeps alice at app");
+        drop((b, c, f));
+        assert_eq!(logins(), 0);
+        assert!(r.with(|m| m.logins.is_empty()));
+    }
+
+    /// Every idle client keeps an entry: 112 bytes and the Arc's two
+    /// counts fill jemalloc's 128-byte class.
+    #[test]
+    fn an_entry_fits_jemallocs_128_byte_class() {
+        let size = std::mem::size_of::<Live>() + 16;
+        assert!(size <= 128, "a registry entry takes {size} bytes");
     }
 }
