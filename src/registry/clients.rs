@@ -156,12 +156,13 @@ struct Login<S = Box<str>> {
 }
 
 impl Login {
-    fn is(&self, key: &Login<&str>) -> bool {
-        (
-            &*self.user,
-            &*self.database,
-            self.application_name.as_deref(),
-        ) == (key.user, key.database, key.application_name)
+    /// The borrowed view it is interned by.
+    fn key(&self) -> Login<&str> {
+        Login {
+            user: &self.user,
+            database: &self.database,
+            application_name: self.application_name.as_deref(),
+        }
     }
 }
 
@@ -203,7 +204,7 @@ impl Entries {
     /// The login `key` names, shared with every entry that has it.
     fn login(&mut self, key: Login<&str>) -> Arc<Login> {
         let bucket = self.logins.entry(self.hasher.hash_one(&key)).or_default();
-        if let Some(l) = bucket.iter().find(|l| l.is(&key)) {
+        if let Some(l) = bucket.iter().find(|l| l.key() == key) {
             return l.clone();
         }
         let login = Arc::new(Login {
@@ -221,12 +222,7 @@ impl Entries {
         if Arc::strong_count(login) > 2 {
             return;
         }
-        let key = Login {
-            user: &*login.user,
-            database: &*login.database,
-            application_name: login.application_name.as_deref(),
-        };
-        let hash = self.hasher.hash_one(&key);
+        let hash = self.hasher.hash_one(login.key());
         if let Some(bucket) = self.logins.get_mut(&hash) {
             bucket.retain(|l| !Arc::ptr_eq(l, login));
             if bucket.is_empty() {
