@@ -3,6 +3,7 @@
 //! each event raises (see [`crate::registry::signals`]).
 
 use std::future::Future;
+use std::task::{Context, Poll};
 
 use crate::pool::Pool;
 use crate::registry::{ClientEntry, End};
@@ -14,8 +15,14 @@ impl<'e> Stop<'e> {
     /// Watches `entry`'s signals, with the session attached to `pool` so
     /// that a KILL of the pool reaches it.
     pub(super) fn new(pool: &Pool, entry: &'e ClientEntry) -> Stop<'e> {
+        Stop::attach(pool, entry);
+        Stop::watching(entry)
+    }
+
+    /// Attaches the session to `pool`, so that a KILL of the pool reaches
+    /// it, without watching yet.
+    pub(super) fn attach(pool: &Pool, entry: &ClientEntry) {
         entry.attach(pool.identity());
-        Stop(entry)
     }
 
     /// Watches `entry`'s signals, already attached to its pool.
@@ -27,8 +34,14 @@ impl<'e> Stop<'e> {
     /// atomic load while nothing is raised, so the relay polls it at every
     /// wake without a gate.
     pub(super) fn stopped(&self) -> impl Future<Output = &'static str> + Unpin + Send + 'e {
-        let signals = self.0.signals();
-        std::future::poll_fn(move |cx| signals.poll_end(cx).map(End::reason))
+        let stop = Stop(self.0);
+        std::future::poll_fn(move |cx| stop.poll(cx))
+    }
+
+    /// Why the session must end, once it must; until then the task is woken
+    /// when it must.
+    pub(super) fn poll(&self, cx: &mut Context<'_>) -> Poll<&'static str> {
+        self.0.signals().poll_end(cx).map(End::reason)
     }
 
     /// Whether the session must end.

@@ -61,7 +61,7 @@ pub(super) fn serve<'a>(
         // the stop: the idle wait polls the entry's signals itself, and
         // each transaction makes its own watch, so an idle client's future
         // has no room for one.
-        session.entry.attach(pool.identity());
+        Stop::attach(&pool, &session.entry);
         let mut moving_seen = false;
         let mut client = Between {
             pooler,
@@ -145,7 +145,7 @@ pub(super) fn serve<'a>(
             end = ?end,
             "client session ended"
         );
-        let stopped = session.entry.signals().ended().is_some();
+        let stopped = Stop::watching(&session.entry).is_stopped();
         super::session::end_result(end, stopped)
     }
 }
@@ -361,13 +361,13 @@ fn poll_wait(
     client: &Between,
     may_move: bool,
 ) -> Poll<Waited> {
-    let (signals, scan) = (client.entry.signals(), &client.scan);
-    if let Poll::Ready(why) = signals.poll_end(cx) {
-        return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.reason().into())));
+    let scan = &client.scan;
+    if let Poll::Ready(why) = Stop::watching(client.entry).poll(cx) {
+        return Poll::Ready(Waited::End(RelayEnd::BackendGone(why.into())));
     }
     if buf.is_empty() {
         // A takeover's hand-over wakes the idle clients that may move.
-        if may_move && signals.poll_moving(cx).is_ready() {
+        if may_move && client.entry.signals().poll_moving(cx).is_ready() {
             return Poll::Ready(Waited::Move);
         }
         // Idle clients may be many: hold no read buffer while waiting.
