@@ -174,15 +174,17 @@ fn build_chain_once(b: &mut SslContextBuilder) {
             .map(|c| c.to_owned())
             .collect()
     };
+    // The extra certificates first: they count only once the certificate's
+    // own chain is cleared, so a failure here leaves the built chain in use.
+    for cert in certs {
+        if let Err(e) = b.add_extra_chain_cert(cert) {
+            tracing::debug!(error = %e, "built certificate chain kept per connection");
+            return;
+        }
+    }
     // SAFETY: as above; a null stack clears the certificate's chain.
     unsafe {
         openssl_sys::SSL_CTX_ctrl(b.as_ptr(), SSL_CTRL_CHAIN, 0, std::ptr::null_mut());
-    }
-    for cert in certs {
-        if let Err(e) = b.add_extra_chain_cert(cert) {
-            tracing::debug!(error = %e, "certificate chain left to each handshake");
-            return;
-        }
     }
     b.set_mode(SslMode::NO_AUTO_CHAIN);
 }
