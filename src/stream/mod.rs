@@ -362,10 +362,14 @@ pub async fn read_startup<R: AsyncRead + Unpin>(
     read_frame(r, buf, |b| b.startup_frame(max_len)).await
 }
 
-// SSL_has_pending (OpenSSL 1.1.0 and later) is not bound by openssl-sys.
+// SSL_has_pending (OpenSSL 1.1.0 and later) is not bound by openssl-sys for
+// OpenSSL; AWS-LC's bindings have it.
+#[cfg(not(feature = "aws-lc"))]
 extern "C" {
     fn SSL_has_pending(s: *const openssl_sys::SSL) -> std::ffi::c_int;
 }
+#[cfg(feature = "aws-lc")]
+use openssl_sys::SSL_has_pending;
 
 /// True when OpenSSL holds bytes of the connection not yet returned by a
 /// read: decrypted ones, or (with read-ahead) received and not decrypted,

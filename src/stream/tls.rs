@@ -28,6 +28,19 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::socket::{Socket, SocketRead, SocketWrite};
 
+// rust-openssl binds OpenSSL's setters under fixed names; AWS-LC's
+// bindings are its own headers'.
+#[cfg(feature = "aws-lc")]
+use ffi::{
+    BIO_meth_set_ctrl as meth_set_ctrl, BIO_meth_set_read as meth_set_read,
+    BIO_meth_set_write as meth_set_write,
+};
+#[cfg(not(feature = "aws-lc"))]
+use ffi::{
+    BIO_meth_set_ctrl__fixed_rust as meth_set_ctrl, BIO_meth_set_read__fixed_rust as meth_set_read,
+    BIO_meth_set_write__fixed_rust as meth_set_write,
+};
+
 /// A TLS connection: OpenSSL's session object and the socket under it.
 /// Which transport carries it is not kept: it would widen every
 /// [`super::Stream`] for the rare question (peer authentication under TLS)
@@ -349,9 +362,9 @@ fn method() -> io::Result<&'static Method> {
                 if m.is_null() {
                     return None;
                 }
-                let ok = ffi::BIO_meth_set_write__fixed_rust(m, Some(bwrite)) == 1
-                    && ffi::BIO_meth_set_read__fixed_rust(m, Some(bread)) == 1
-                    && ffi::BIO_meth_set_ctrl__fixed_rust(m, Some(ctrl)) == 1;
+                let ok = meth_set_write(m, Some(bwrite)) == 1
+                    && meth_set_read(m, Some(bread)) == 1
+                    && meth_set_ctrl(m, Some(ctrl)) == 1;
                 ok.then_some(Method(m))
             }
         })

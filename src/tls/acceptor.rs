@@ -8,15 +8,12 @@
 //! PostgreSQL (which negotiates TLS 1.3 with AES-GCM), and it cannot ask for
 //! client certificates.
 
-use std::ffi::{c_int, c_long};
 use std::path::Path;
 use std::sync::Arc;
 
 use openssl::asn1::Asn1Time;
 use openssl::pkey::{PKey, Private};
-use openssl::ssl::{
-    SslAcceptor, SslContextBuilder, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion,
-};
+use openssl::ssl::{SslAcceptor, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVersion};
 use openssl::x509::X509;
 
 use crate::config::{TlsConfig, TlsVersion};
@@ -107,13 +104,13 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     b.set_min_proto_version(Some(min)).map_err(identity)?;
     super::verify::configure(&mut b, tls)?;
     if intermediates.is_empty() {
-        build_chain_once(&mut b);
+        super::native::build_chain_once(&mut b);
     }
     // libpq never resumes a session, so tickets and a session cache only cost
     // CPU and memory per handshake (TLS 1.3 servers send two tickets by
     // default). PostgreSQL turns both off too.
     b.set_options(SslOptions::NO_TICKET);
-    b.set_num_tickets(0).map_err(identity)?;
+    super::native::no_tickets(&mut b).map_err(identity)?;
     b.set_session_cache_mode(SslSessionCacheMode::OFF);
     // Idle clients are many: let OpenSSL free a connection's record buffers
     // between reads and writes.
@@ -122,77 +119,10 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
     Ok(Some(Arc::new(b.build())))
 }
 
-/// A certificate file with no chain after the leaf: OpenSSL completes the
-/// chain from the trust store (`tls.ca_file`) on every handshake, a
-/// certificate verification per login. Built here once instead, with the
-/// same result (whatever the store yields, errors ignored); left to
-/// OpenSSL's per-handshake way if building fails (a CA below the security
-/// level), so what clients are sent never changes.
-///
-/// The built chain moves to the context's extra certificates: OpenSSL
-/// copies the certificate's own chain into every connection (a stack, even
-/// an empty one, for each TLS client's life), never the extra ones, and
-/// with automatic chaining off it sends the same certificates.
-fn build_chain_once(b: &mut SslContextBuilder) {
-    // SSL_CTX_build_cert_chain, SSL_CTX_get0_chain_certs and
-    // SSL_CTX_clear_chain_certs: macros over SSL_CTX_ctrl in ssl.h.
-    const SSL_CTRL_CHAIN: c_int = 88;
-    const SSL_CTRL_BUILD_CERT_CHAIN: c_int = 105;
-    const SSL_CTRL_GET_CHAIN_CERTS: c_int = 115;
-    const IGNORE_ERROR_AND_CLEAR: c_long = 0x8 | 0x10;
-    // SAFETY: the context is live and exclusively borrowed, the command
-    // takes no pointer argument.
-    let built = unsafe {
-        openssl_sys::SSL_CTX_ctrl(
-            b.as_ptr(),
-            SSL_CTRL_BUILD_CERT_CHAIN,
-            IGNORE_ERROR_AND_CLEAR,
-            std::ptr::null_mut(),
-        )
-    };
-    if built <= 0 {
-        let why = openssl::error::ErrorStack::get();
-        tracing::debug!(error = %why, "certificate chain left to each handshake");
-        return;
-    }
-    let mut chain: *mut openssl_sys::stack_st_X509 = std::ptr::null_mut();
-    // SAFETY: get0 writes a pointer to the context's own stack (or null)
-    // and takes no reference; the certificates are copied (up-referenced)
-    // out of it before the clear below frees it.
-    let certs: Vec<X509> = unsafe {
-        openssl_sys::SSL_CTX_ctrl(
-            b.as_ptr(),
-            SSL_CTRL_GET_CHAIN_CERTS,
-            0,
-            (&mut chain as *mut *mut openssl_sys::stack_st_X509).cast(),
-        );
-        if chain.is_null() {
-            return;
-        }
-        <openssl::stack::StackRef<X509> as foreign_types::ForeignTypeRef>::from_ptr(chain)
-            .iter()
-            .map(|c| c.to_owned())
-            .collect()
-    };
-    // The extra certificates first: they count only once the certificate's
-    // own chain is cleared, so a failure here leaves the built chain in use.
-    for cert in certs {
-        if let Err(e) = b.add_extra_chain_cert(cert) {
-            tracing::debug!(error = %e, "built certificate chain kept per connection");
-            return;
-        }
-    }
-    // SAFETY: as above; a null stack clears the certificate's chain.
-    unsafe {
-        openssl_sys::SSL_CTX_ctrl(b.as_ptr(), SSL_CTRL_CHAIN, 0, std::ptr::null_mut());
-    }
-    b.set_mode(SslMode::NO_AUTO_CHAIN);
-}
-
 /// When the acceptor's certificate (the one clients are shown) expires, as
 /// a Unix timestamp: its notAfter, read from the certificate OpenSSL loaded.
 pub fn certificate_not_after(acceptor: &SslAcceptor) -> Option<i64> {
-    let cert = acceptor.context().certificate()?;
+    let cert = super::native::certificate(acceptor.context())?;
     let epoch = Asn1Time::from_unix(0).ok()?;
     let since = epoch.diff(cert.not_after()).ok()?;
     Some(i64::from(since.days) * 86_400 + i64::from(since.secs))

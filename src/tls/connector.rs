@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use openssl::ssl::{SslConnector, SslMethod, SslOptions, SslVerifyMode, SslVersion};
+use openssl::ssl::{SslConnector, SslMethod, SslVerifyMode, SslVersion};
 use openssl::x509::X509;
 
 use super::{client_cert, TlsError};
@@ -213,7 +213,7 @@ fn build(
     b.set_max_proto_version(version(opts.max_protocol))
         .map_err(|e| versions("maximum", e))?;
     if opts.compression == Compression::Requested {
-        b.clear_options(SslOptions::NO_COMPRESSION);
+        super::native::allow_compression(&mut b);
     }
     super::alpn::offer_postgresql(&mut b).map_err(err)?;
     super::read_whole_records(&mut b);

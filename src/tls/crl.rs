@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use openssl::error::ErrorStack;
-use openssl::ssl::{SslContextBuilder, SslFiletype};
+use openssl::ssl::SslContextBuilder;
 use openssl::x509::store::X509Lookup;
 use openssl::x509::verify::X509VerifyFlags;
 
@@ -33,24 +33,17 @@ pub(super) fn load(
     let store = b.cert_store_mut();
     if let Some(file) = file {
         let lookup = store.add_lookup(X509Lookup::file())?;
-        loaded.file = Some(
-            lookup
-                .load_crl_file(file, SslFiletype::PEM)
-                .map(|_| ())
-                .map_err(|e| e.to_string()),
-        );
+        loaded.file = Some(super::native::load_crl_file(lookup, file));
     }
     if let Some(dir) = dir {
         let lookup = store.add_lookup(X509Lookup::hash_dir())?;
         // The directory is only searched during a check: a missing one
         // would go unnoticed until then.
-        loaded.dir = Some(
-            match lookup.add_dir(&dir.to_string_lossy(), SslFiletype::PEM) {
-                Ok(()) if dir.is_dir() => Ok(()),
-                Ok(()) => Err("not a directory".to_string()),
-                Err(e) => Err(e.to_string()),
-            },
-        );
+        loaded.dir = Some(match super::native::add_crl_dir(lookup, dir) {
+            Ok(()) if dir.is_dir() => Ok(()),
+            Ok(()) => Err("not a directory".to_string()),
+            Err(e) => Err(e),
+        });
     }
     let any = [&loaded.file, &loaded.dir]
         .iter()

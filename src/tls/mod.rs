@@ -8,6 +8,7 @@ pub mod channel_binding;
 mod client_cert;
 pub mod connector;
 mod crl;
+mod native;
 pub mod policy;
 pub mod validity;
 pub mod verify;

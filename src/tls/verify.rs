@@ -12,7 +12,7 @@ use std::path::Path;
 
 use openssl::error::ErrorStack;
 use openssl::nid::Nid;
-use openssl::ssl::{SslContextBuilder, SslVerifyMode};
+use openssl::ssl::SslContextBuilder;
 use openssl::x509::{X509Name, X509Ref, X509StoreContextRef, X509};
 
 use super::TlsError;
@@ -59,10 +59,7 @@ pub fn configure(b: &mut SslContextBuilder, tls: &TlsConfig) -> Result<(), TlsEr
     // client may still offer one.
     b.set_session_id_context(b"pgharbor")
         .map_err(|e| TlsError::ClientCa(format!("tls.ca_file: {e}")))?;
-    b.set_verify_callback(
-        SslVerifyMode::PEER | SslVerifyMode::CLIENT_ONCE,
-        log_failure,
-    );
+    b.set_verify_callback(super::native::CLIENT_VERIFY, log_failure);
     Ok(())
 }
 
