@@ -262,13 +262,37 @@ delegate_write!(Stream, Tcp, Unix, Tls, Detached);
 delegate_read!(ReadHalf<'_>, Plain, Tls, Detached);
 delegate_write!(WriteHalf<'_>, Plain, Tls, Detached);
 
-/// The useful part of an OpenSSL handshake error (certificate verification
-/// failures come with a reason string).
+/// The useful part of a handshake error: the library's reasons ("wrong
+/// version number", "tlsv1 alert unknown ca"), not its function names and
+/// source lines.
 fn tls_error_text(e: &TlsError) -> String {
-    match e.ssl_error() {
-        Some(stack) => stack.to_string(),
-        None => e.to_string(),
+    reasons(e).unwrap_or_else(|| e.to_string())
+}
+
+/// The error queue's reasons, joined, in OpenSSL's words whichever library
+/// said them: AWS-LC names a reason as a constant (`HTTP_REQUEST`,
+/// `TLSV1_ALERT_UNKNOWN_CA`), OpenSSL the same words in lower case with
+/// spaces, which is what PostgreSQL's logs show.
+fn reasons(e: &TlsError) -> Option<String> {
+    let stack = e.ssl_error()?;
+    let mut text = String::new();
+    for reason in stack.errors().iter().filter_map(|x| x.reason()) {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        let constant = reason
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+        if constant {
+            text.extend(reason.chars().map(|c| match c {
+                '_' => ' ',
+                c => c.to_ascii_lowercase(),
+            }));
+        } else {
+            text.push_str(reason);
+        }
     }
+    (!text.is_empty()).then_some(text)
 }
 
 /// A failed server-side handshake as an I/O error: `UnexpectedEof` when
@@ -279,19 +303,13 @@ fn handshake_failure(e: &TlsError) -> io::Error {
     if let Some(io) = e.io_error() {
         return io::Error::new(io.kind(), io.to_string());
     }
-    let reasons: Vec<&str> = e
-        .ssl_error()
-        .map(|stack| stack.errors().iter().filter_map(|x| x.reason()).collect())
-        .unwrap_or_default();
-    if reasons.is_empty() && e.code() == openssl::ssl::ErrorCode::SYSCALL {
-        return io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection");
+    match reasons(e) {
+        Some(text) => io::Error::new(io::ErrorKind::ConnectionAborted, text),
+        None if e.code() == openssl::ssl::ErrorCode::SYSCALL => {
+            io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")
+        }
+        None => io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()),
     }
-    let text = if reasons.is_empty() {
-        e.to_string()
-    } else {
-        reasons.join(": ")
-    };
-    io::Error::new(io::ErrorKind::ConnectionAborted, text)
 }
 
 /// Why a framed read failed.

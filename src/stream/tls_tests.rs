@@ -145,9 +145,8 @@ async fn bytes_that_are_not_tls_fail_the_handshake_with_openssls_reason() -> Res
         Err(e) => e,
     };
     assert_eq!(err.kind(), io::ErrorKind::ConnectionAborted);
-    // OpenSSL says "http request", AWS-LC "HTTP_REQUEST".
-    let reason = err.to_string().to_lowercase().replace('_', " ");
-    assert!(reason.contains("http request"), "{err}");
+    // OpenSSL's words, which AWS-LC spells HTTP_REQUEST.
+    assert!(err.to_string().contains("http request"), "{err}");
     // The stream is left detached: nothing more reads or writes on it.
     assert!(!server.is_tls());
     assert!(server.write_all(b"x").await.is_err());
