@@ -12,6 +12,7 @@ use crate::protocol::{Frame, FrameBuf, Violation};
 
 mod socket;
 mod tls;
+mod tls_reason;
 #[cfg(test)]
 mod tls_tests;
 
@@ -147,7 +148,7 @@ impl Stream {
             // verify result says why (unknown CA, expired, wrong host name).
             let verify = tls.ssl().verify_result();
             let text = if verify == openssl::x509::X509VerifyResult::OK {
-                tls_error_text(&e)
+                tls_reason::text(&e)
             } else if [
                 openssl_sys::X509_V_ERR_HOSTNAME_MISMATCH,
                 openssl_sys::X509_V_ERR_IP_ADDRESS_MISMATCH,
@@ -191,7 +192,9 @@ impl Stream {
     pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
         let ssl = tls::session(acceptor.context())?;
         let mut tls = self.detach_for_tls(ssl)?;
-        tls.accept().await.map_err(|e| handshake_failure(&e))?;
+        tls.accept()
+            .await
+            .map_err(|e| tls_reason::handshake_failure(&e))?;
         *self = Stream::Tls(tls);
         Ok(())
     }
@@ -261,56 +264,6 @@ delegate_read!(Stream, Tcp, Unix, Tls, Detached);
 delegate_write!(Stream, Tcp, Unix, Tls, Detached);
 delegate_read!(ReadHalf<'_>, Plain, Tls, Detached);
 delegate_write!(WriteHalf<'_>, Plain, Tls, Detached);
-
-/// The useful part of a handshake error: the library's reasons ("wrong
-/// version number", "tlsv1 alert unknown ca"), not its function names and
-/// source lines.
-fn tls_error_text(e: &TlsError) -> String {
-    reasons(e).unwrap_or_else(|| e.to_string())
-}
-
-/// The error queue's reasons, joined, in OpenSSL's words whichever library
-/// said them: AWS-LC names a reason as a constant (`HTTP_REQUEST`,
-/// `TLSV1_ALERT_UNKNOWN_CA`), OpenSSL the same words in lower case with
-/// spaces, which is what PostgreSQL's logs show.
-fn reasons(e: &TlsError) -> Option<String> {
-    let stack = e.ssl_error()?;
-    let mut text = String::new();
-    for reason in stack.errors().iter().filter_map(|x| x.reason()) {
-        if !text.is_empty() {
-            text.push_str(": ");
-        }
-        let constant = reason
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
-        if constant {
-            text.extend(reason.chars().map(|c| match c {
-                '_' => ' ',
-                c => c.to_ascii_lowercase(),
-            }));
-        } else {
-            text.push_str(reason);
-        }
-    }
-    (!text.is_empty()).then_some(text)
-}
-
-/// A failed server-side handshake as an I/O error: `UnexpectedEof` when
-/// the peer closed without a word (nothing was attempted), otherwise
-/// `ConnectionAborted` with OpenSSL's reasons ("http request", "unsupported
-/// protocol"), not its function names and source lines.
-fn handshake_failure(e: &TlsError) -> io::Error {
-    if let Some(io) = e.io_error() {
-        return io::Error::new(io.kind(), io.to_string());
-    }
-    match reasons(e) {
-        Some(text) => io::Error::new(io::ErrorKind::ConnectionAborted, text),
-        None if e.code() == openssl::ssl::ErrorCode::SYSCALL => {
-            io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed the connection")
-        }
-        None => io::Error::new(io::ErrorKind::ConnectionAborted, e.to_string()),
-    }
-}
 
 /// Why a framed read failed.
 #[derive(Debug, thiserror::Error)]
