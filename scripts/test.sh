@@ -132,4 +132,14 @@ if [[ -z ${PGHARBOR_PG18_BINDIR:-} && $pg18_version != *'PostgreSQL) 18.'* ]]; t
 fi
 
 cargo build --all-targets
-exec cargo test --no-fail-fast "$@"
+rc=0
+cargo test --no-fail-fast "$@" || rc=$?
+# The build on the system's OpenSSL instead of AWS-LC (the default): its unit
+# tests, TLS streams and certificate handling among them, so that the TLS
+# code's OpenSSL side (src/tls/native.rs) keeps working. About half a
+# minute; only for the whole suite, not when arguments pick tests.
+if (($# == 0)); then
+    echo "test.sh: unit tests on the system's OpenSSL (--no-default-features --features jemalloc)" >&2
+    cargo test --no-default-features --features jemalloc --lib || rc=$?
+fi
+exit "$rc"

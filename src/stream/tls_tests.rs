@@ -11,9 +11,7 @@ use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
 use openssl::pkey::PKey;
-use openssl::ssl::{
-    SslAcceptor, SslConnector, SslMethod, SslMode, SslOptions, SslSessionCacheMode, SslVerifyMode,
-};
+use openssl::ssl::{SslAcceptor, SslConnector, SslMethod, SslMode, SslVerifyMode};
 use openssl::x509::{X509Builder, X509NameBuilder};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -41,8 +39,13 @@ fn acceptor() -> Result<SslAcceptor> {
     // As the pooler's acceptor (tls::acceptor, which the stream module
     // must not import): no tickets, buffers released while idle, records
     // read whole.
-    b.set_options(SslOptions::NO_TICKET);
-    b.set_session_cache_mode(SslSessionCacheMode::OFF);
+    #[cfg(not(feature = "aws-lc"))]
+    b.set_num_tickets(0)?;
+    // SAFETY: the context is live and exclusively borrowed.
+    #[cfg(feature = "aws-lc")]
+    unsafe {
+        openssl_sys::SSL_CTX_set_num_tickets(b.as_ptr(), 0);
+    }
     b.set_mode(SslMode::RELEASE_BUFFERS);
     b.set_read_ahead(true);
     Ok(b.build())
