@@ -68,22 +68,10 @@ pub(super) fn load_crl_file(lookup: &mut X509LookupRef<File>, file: &Path) -> Re
         .map(|_| ())
         .map_err(|e| e.to_string());
     #[cfg(feature = "aws-lc")]
-    {
-        let path = c_path(file)?;
-        // SAFETY: the lookup is live and borrowed, the path a C string.
-        let n = unsafe {
-            openssl_sys::X509_load_crl_file(
-                lookup.as_ptr(),
-                path.as_ptr(),
-                openssl_sys::X509_FILETYPE_PEM,
-            )
-        };
-        if n > 0 {
-            Ok(())
-        } else {
-            Err(ErrorStack::get().to_string())
-        }
-    }
+    // SAFETY: the lookup is live and borrowed, the path a C string for the call.
+    return with_c_path(file, |path| unsafe {
+        openssl_sys::X509_load_crl_file(lookup.as_ptr(), path, openssl_sys::X509_FILETYPE_PEM)
+    });
 }
 
 /// Makes `dir` (an `openssl rehash` directory) a place the store looks for
@@ -94,32 +82,30 @@ pub(super) fn add_crl_dir(lookup: &mut X509LookupRef<HashDir>, dir: &Path) -> Re
         .add_dir(&dir.to_string_lossy(), SslFiletype::PEM)
         .map_err(|e| e.to_string());
     #[cfg(feature = "aws-lc")]
-    {
-        let path = c_path(dir)?;
-        // SAFETY: as in load_crl_file.
-        let ok = unsafe {
-            openssl_sys::X509_LOOKUP_add_dir(
-                lookup.as_ptr(),
-                path.as_ptr(),
-                openssl_sys::X509_FILETYPE_PEM,
-            )
-        };
-        if ok == 1 {
-            Ok(())
-        } else {
-            Err(ErrorStack::get().to_string())
-        }
+    // SAFETY: as in load_crl_file.
+    return with_c_path(dir, |path| unsafe {
+        openssl_sys::X509_LOOKUP_add_dir(lookup.as_ptr(), path, openssl_sys::X509_FILETYPE_PEM)
+    });
+}
+
+/// Calls an X509_LOOKUP function with `path` as a C string: it loads the
+/// CRLs of a file (returning how many) or adds a directory (returning 1),
+/// and 0 means it failed, with the reason on the error queue.
+#[cfg(feature = "aws-lc")]
+fn with_c_path(
+    path: &Path,
+    call: impl FnOnce(*const std::ffi::c_char) -> std::ffi::c_int,
+) -> Result<(), String> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| "the path holds a NUL byte".to_string())?;
+    if call(path.as_ptr()) > 0 {
+        Ok(())
+    } else {
+        Err(ErrorStack::get().to_string())
     }
 }
 
-#[cfg(feature = "aws-lc")]
-fn c_path(path: &Path) -> Result<std::ffi::CString, String> {
-    use std::os::unix::ffi::OsStrExt as _;
-    std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| "the path holds a NUL byte".to_string())
-}
-
-#[cfg(not(feature = "aws-lc"))]
 /// A certificate file with no chain after the leaf: OpenSSL completes the
 /// chain from the trust store (`tls.ca_file`) on every handshake, a
 /// certificate verification per login. Built here once instead, with the
@@ -131,6 +117,7 @@ fn c_path(path: &Path) -> Result<std::ffi::CString, String> {
 /// copies the certificate's own chain into every connection (a stack, even
 /// an empty one, for each TLS client's life), never the extra ones, and
 /// with automatic chaining off it sends the same certificates.
+#[cfg(not(feature = "aws-lc"))]
 pub(super) fn build_chain_once(b: &mut SslContextBuilder) {
     // SSL_CTX_build_cert_chain, SSL_CTX_get0_chain_certs and
     // SSL_CTX_clear_chain_certs: macros over SSL_CTX_ctrl in ssl.h.
