@@ -9,7 +9,8 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harbor_bench import cli, parse, procfs, rounds  # noqa: E402
 from harbor_bench.model import CSV_HEADER, INTEGER, NUMERIC, RUN_FIELDS, Run, typed  # noqa: E402
-from harbor_bench.targets import SPECS, TARGET_TABLE, Target, bouncer_config, harbor_config  # noqa: E402
+from harbor_bench.targets import SPECS, TARGET_TABLE, Target, bouncer_config, harbor_config, \
+    haproxy_config  # noqa: E402
 from harbor_bench import peer  # noqa: E402
 from harbor_bench.util import Die  # noqa: E402
 
@@ -153,7 +154,8 @@ class Order(unittest.TestCase):
 
     def test_table_order(self):
         self.assertEqual([s.name for s in TARGET_TABLE],
-                         ["direct", "pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler"])
+                         ["direct", "pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler",
+                          "haproxy"])
 
     def test_progress(self):
         self.assertEqual(rounds.progress(3, 12, 90.0, 30, 120), "cell 3/12, 1:30 elapsed, about 4:30 left")
@@ -167,6 +169,17 @@ class Order(unittest.TestCase):
         self.assertTrue(t.runs("tcp-tls-ecdsa", "bulk"))
         n = Target(SPECS["pgharbor-notls"], serves=["unix"])
         self.assertEqual((n.runs("unix", "connect"), n.runs("unix", "bulk"), n.runs("tcp")), (True, False, False))
+
+    def test_haproxy_runs_in_the_persistent_cells_only(self):
+        x = Target(SPECS["haproxy"], serves=["unix", "tcp"])
+        self.assertEqual([x.runs("tcp", w) for w in ("persistent", "persistent64", "tpcb", "tpcb8")], [True] * 4)
+        self.assertEqual([x.runs("unix", w) for w in ("connect", "connect8", "establish", "bulk", "bulkselect")],
+                         [False] * 5)
+        self.assertFalse(x.runs("tcp-tls-ecdsa", "persistent"))
+        self.assertTrue(cli.resolve(["--workloads", "connect,tpcb64"]).haproxy)
+        self.assertFalse(cli.resolve(["--workloads", "connect,establish"]).haproxy)
+        self.assertFalse(cli.resolve(["--workloads", "persistent", "--transports", "tcp-tls"]).haproxy)
+        self.assertFalse(cli.resolve(["--workloads", "persistent", "--skip", "haproxy"]).haproxy)
 
 
 def fake_harness(transports):
@@ -233,6 +246,18 @@ class PeerCell(unittest.TestCase):
         plain = bouncer_config(fake_harness("unix"), "ecdsa")
         self.assertIn("\nauth_type = scram-sha-256\nauth_file = /t/pgbouncer/userlist.txt\n", plain)
         self.assertNotIn("hba", plain)
+
+    def test_haproxy_config(self):
+        h = fake_harness("unix,tcp")
+        h.direct.sock, h.direct.host, h.direct.port = "/t/pg/sock", "127.0.0.1", "5"
+        h.targets["haproxy"] = Target(SPECS["haproxy"], sock="/t/haproxy", port="8")
+        text = haproxy_config(h)
+        self.assertIn("    nbthread 1\n", text)
+        self.assertIn("    mode tcp\n", text)
+        self.assertIn("    bind /t/haproxy/.s.PGSQL.8 mode 777\n    bind 127.0.0.1:8\n", text)
+        self.assertIn("    server pg /t/pg/sock/.s.PGSQL.5\n", text)
+        h.direct.sock = ""  # a --pg server without a socket: its TCP port
+        self.assertIn("    server pg 127.0.0.1:5\n", haproxy_config(h))
 
     def test_client(self):
         t = Target(SPECS["pgbouncer"], sock="/t/b", host="127.0.0.1", port="7", user="bench", db="bench", pw="pw1",

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from .helptext import HELP
+from .model import persistent_clients
 from .parse import Endpoint, split_conninfo
 from .util import die
 
@@ -71,7 +72,7 @@ class Settings:
     idle_clients: int = 0
     bulk_copies: int = 4
     bulk_selects: int = 3
-    skip: set = field(default_factory=set)  # direct, pgharbor, pgbouncer, notls
+    skip: set = field(default_factory=set)  # direct, pgharbor, pgbouncer, notls, haproxy
     pg: Optional[Endpoint] = None
     pg_conninfo: str = ""
     pg_init: bool = False
@@ -115,6 +116,12 @@ class Settings:
     @property
     def with_base(self):
         return bool(self.base_bin)
+
+    @property
+    def haproxy(self):
+        """Whether the HAProxy relay runs: a persistent workload over the socket or TCP plain."""
+        return ("haproxy" not in self.skip and any(persistent_clients(w) for w in self.workloads)
+                and bool({"unix", "tcp"} & set(self.plain_transports)))
 
 
 class Parser(argparse.ArgumentParser):
@@ -182,9 +189,9 @@ def skip_targets(lists):
             die("--skip: nothing given")
         for x in items:
             names = {"direct": "direct", "pgharbor": "pgharbor", "pgbouncer": "pgbouncer",
-                     "notls": "notls", "pgharbor-notls": "notls"}
+                     "notls": "notls", "pgharbor-notls": "notls", "haproxy": "haproxy"}
             if x not in names:
-                die(f"--skip: unknown target '{x}' (choose from: direct pgharbor pgbouncer notls)")
+                die(f"--skip: unknown target '{x}' (choose from: direct pgharbor pgbouncer notls haproxy)")
             out.add(names[x])
     return out
 
@@ -361,7 +368,7 @@ def resolve(argv):
 
 def config_lines(s):
     """--print-config: the resolved settings, one key=value a line."""
-    skipped = [g for g in ("direct", "pgharbor", "pgbouncer", "notls") if g in s.skip]
+    skipped = [g for g in ("direct", "pgharbor", "pgbouncer", "notls", "haproxy") if g in s.skip]
 
     def existing(e):
         return f"existing host={e.host} port={e.port} user={e.user} dbname={e.dbname}"

@@ -5,9 +5,13 @@ HELP = """Usage: pgbench/run [options]
 
 Benchmarks PostgreSQL direct, pgharbor and PgBouncer (same pool mode, same
 pool size), interleaved, over the Unix socket (SCRAM and peer logins), TCP
-(plain) and TCP + TLS.
+(plain) and TCP + TLS. In the persistent cells over the socket and TCP plain,
+HAProxy runs too: a TCP-mode relay with one thread, one PostgreSQL connection
+per client, and no parsing at all, as the floor of what a third process in
+the path costs on this machine (rows "HAProxy TCP relay (no pooling)" and
+"HAProxy / PgBouncer").
 Installs missing Debian packages (postgresql, postgresql-client, pgbouncer,
-openssl, python3, gnuplot-nox), builds pgharbor with `cargo build --release`,
+haproxy, openssl, python3, gnuplot-nox), builds pgharbor with `cargo build --release`,
 starts a throwaway PostgreSQL, and cleans up everything it started on exit.
 
 Profiles (--profile NAME; options given explicitly override the profile's):
@@ -112,7 +116,8 @@ Options, what to run:
                        tcp-tls-nocb,tcp-tls-cert (default unix,unix-peer,tcp,
                        tcp-tls; txpool: unix,tcp)
   --skip LIST          targets not to run: direct, pgharbor, pgbouncer, notls
-                       (the second pgharbor); PgBouncer is then not installed
+                       (the second pgharbor), haproxy (the relay reference);
+                       PgBouncer and HAProxy are then not installed
   --skip-pgbouncer     --skip pgbouncer
   --skip-notls         --skip notls
   --rounds N           rounds; each round runs every cell once   (default 3)

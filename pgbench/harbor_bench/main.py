@@ -40,7 +40,8 @@ class Harness:
         self.idle_fresh = True
         self.harbor_version = self.harbor_build = self.harbor_sha = ""
         self.base_version = self.base_build = self.base_sha = ""
-        self.bouncer_version = self.pooler_desc = ""
+        self.bouncer_version = self.pooler_desc = self.haproxy_version = ""
+        self.haproxy_bin, self.haproxy_port = None, None
         self.bulk_rows = self.bulk_bytes = 0
 
     def add_target(self, name, **kw):

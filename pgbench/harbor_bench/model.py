@@ -12,12 +12,15 @@ from typing import Optional
 
 # Display names and orders; unknown values are shown as they are, after these.
 # "pooler" is a pooler pgbench/run did not start (--pooler CONNINFO);
-# "pgharbor-base" another pgharbor build with pgharbor's config (--baseline-bin).
+# "pgharbor-base" another pgharbor build with pgharbor's config (--baseline-bin);
+# "haproxy" a relay that parses nothing, in the persistent cells: the floor
+# of what relaying a client's bytes costs on this machine.
 TARGETS = {"direct": "PostgreSQL direct", "pgharbor": "pgharbor", "pgharbor-base": "pgharbor-base",
            "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor, no [tls]",
-           "pooler": "pooler under test (--pooler)"}
+           "pooler": "pooler under test (--pooler)", "haproxy": "HAProxy TCP relay (no pooling)"}
 SHORT = {"direct": "PostgreSQL", "pgharbor": "pgharbor", "pgharbor-base": "pgharbor-base",
-         "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler"}
+         "pgbouncer": "PgBouncer", "pgharbor-notls": "pgharbor (no [tls])", "pooler": "pooler",
+         "haproxy": "HAProxy"}
 BASE = "pgharbor-base"
 BASE_BAR = 0.98  # pgharbor / pgharbor-base: a refactor may cost at most noise
 TRANSPORTS = {"unix": "Unix socket", "unix-peer": "Unix socket + peer", "tcp": "TCP plain",
@@ -32,7 +35,7 @@ WORKLOADS = {"connect": "Connect per transaction", "connect8": "Connect per tran
 PERSISTENT_RE = re.compile(r"(persistent|tpcb)(\d*)")
 BULK = ("bulk", "bulkselect")  # measured in MB/s
 LOGINS = ("connect", "connect8", "establish")  # a transaction is a login
-POOLERS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler")
+POOLERS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls", "pooler", "haproxy")  # CPU is measured
 MODE_TARGETS = ("pgharbor", "pgharbor-base", "pgbouncer", "pgharbor-notls")  # run in --pool-mode
 TLS_PREFIX = "tcp-tls-"
 # TLS cells that differ from tcp-tls-<cert> in the login, not the server

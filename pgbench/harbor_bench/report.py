@@ -62,6 +62,10 @@ def server_lines(h):
                    "protocols and ciphers)")
     else:
         out.append("- PgBouncer: not run")
+    if "haproxy" in h.targets and not h.targets["haproxy"].failed:
+        out.append(f"- {h.haproxy_version}: TCP mode, one thread, no logging, one PostgreSQL connection per "
+                   "client over its Unix socket; a relay that parses nothing, run in the persistent cells only, "
+                   "as the floor of what a third process in the path costs")
     out.append(f"- {h.auth_desc}")
     out += [f"- note: {n}" for n in h.pg_notes]
     return out

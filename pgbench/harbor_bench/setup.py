@@ -1,6 +1,7 @@
 """Getting ready: what is missing installed, pgharbor built, ports chosen,
 and the poolers configured and started (pgharbor, pgharbor-base, PgBouncer,
-the no-TLS pgharbor) or found (--pooler), each as a row of the target table.
+the no-TLS pgharbor, the HAProxy relay) or found (--pooler), each as a row
+of the target table.
 """
 
 import datetime
@@ -12,8 +13,9 @@ import subprocess
 
 from . import peer, procfs, system, tlsauth
 from .postgres import find_listener, probe_server, probe_transports, tail
-from .targets import SPECS, start_bouncer, start_failure, start_harbor, stop, wait_ready, write_bouncer_config, \
-    write_harbor_config, write_pooler_hba
+from .model import persistent_clients
+from .targets import SPECS, start_bouncer, start_failure, start_harbor, start_haproxy, stop, wait_ready, \
+    write_bouncer_config, write_harbor_config, write_pooler_hba
 from .util import die, free_port, say, warn
 
 
@@ -42,6 +44,11 @@ def install_missing(h):
             warn("PgBouncer could not be installed" + ("" if s.install else " (--no-install)")
                  + ": continuing without it")
             s.skip.add("pgbouncer")
+    if s.haproxy and not system.find_haproxy():
+        if not inst.install("haproxy") or not system.find_haproxy():
+            warn("HAProxy could not be installed" + ("" if s.install else " (--no-install)")
+                 + ": the persistent cells run without the relay reference")
+            s.skip.add("haproxy")
     if s.plot and not shutil.which("gnuplot"):
         if not inst.install("gnuplot-nox") or not shutil.which("gnuplot"):
             warn("gnuplot could not be installed: no plots (the .dat and .gp files are still written)")
@@ -54,6 +61,7 @@ def install_missing(h):
     if h.own_pg and not h.pg_bin:
         die("PostgreSQL server binaries (initdb, postgres, pg_ctl) not found")
     h.bouncer_bin = system.find_pgbouncer() if "pgbouncer" not in s.skip else None
+    h.haproxy_bin = system.find_haproxy() if s.haproxy else None
     if s.peer:
         peer.ensure_os_user()
 
@@ -111,6 +119,7 @@ def pre_estimate(s):
     for w in s.workloads:
         runs = ntr * ntg + ("notls" not in s.skip and w in ("connect", "establish")) * \
             len({"unix", peer.TRANSPORT} & set(s.plain_transports))
+        runs += (s.haproxy and bool(persistent_clients(w))) * len({"unix", "tcp"} & set(s.plain_transports))
         per = {"bulk": s.bulk_copies * s.scale // 20 + 5, "bulkselect": s.bulk_selects * s.scale // 20 + 5}
         secs += runs * per.get(w, s.time * 10 + 5)
     # idle clients: ~0.5 ms per plain login, ~2.5 ms per TLS login, 2 s to settle
@@ -141,6 +150,12 @@ def choose_ports(h):
     if s.with_base and h.base_port in (h.harbor_port, h.bouncer_port, h.pg_port):
         die(f"ports must differ: pgharbor-base {h.base_port}, pgharbor {h.harbor_port}, PgBouncer "
             f"{h.bouncer_port}, PostgreSQL {h.pg_port or '?'}")
+    port = 23432
+    while True:
+        h.haproxy_port = free_port(port)
+        if h.haproxy_port not in (h.harbor_port, h.base_port, h.bouncer_port, h.pg_port):
+            break
+        port = h.haproxy_port + 1
 
 
 
@@ -205,6 +220,8 @@ def start_pooler_targets(h):
         start_notls(h)
     if s.pooler:
         external_pooler(h)
+    if s.haproxy:
+        start_haproxy_target(h)
     if not h.targets:
         die("no target left to run")
 
@@ -236,6 +253,24 @@ def start_bouncer_target(h):
         stop(b)
         del h.targets["pgbouncer"]
         s.skip.add("pgbouncer")
+
+
+def start_haproxy_target(h):
+    """The relay reference: ready, or dropped with a warning (the poolers still run)."""
+    say(f"HAProxy (TCP relay, no pooling) on 127.0.0.1:{h.haproxy_port} and {h.tmp}/haproxy, "
+        "in the persistent cells")
+    t = pool_target(h, "haproxy", h.haproxy_port, [x for x in ("unix", "tcp") if x in h.s.plain_transports])
+    t.user, t.pw = h.direct.user, h.direct.pw
+    p = subprocess.run([h.haproxy_bin, "-v"], capture_output=True, text=True)
+    # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/"
+    words = ((p.stdout + p.stderr).splitlines() or [""])[0].split()
+    h.haproxy_version = "HAProxy " + (words[2] if len(words) > 2 else "(version unknown)")
+    if not start_haproxy(h, h.haproxy_bin):
+        warn(tail(f"{h.tmp}/haproxy.log", 20))
+        warn("HAProxy did not start: continuing without it")
+        stop(t)
+        del h.targets["haproxy"]
+        h.s.skip.add("haproxy")
 
 
 def start_notls(h):

@@ -58,11 +58,11 @@ def throughput_table(v, w):
             out.append(f"| {v.labels[g]} | "
                        + " | ".join(cell_text(v.runs(w, t, g)) if v.has(w, t, g) else "" for t in cols) + " |")
     subj = v.subj
-    pairs = [(subj, "direct"), (subj, "pgbouncer"), ("pgbouncer", "direct")]
+    pairs = [(subj, "direct"), (subj, "pgbouncer"), ("pgbouncer", "direct"), ("haproxy", "pgbouncer")]
     if subj == "pgharbor":
         pairs.insert(2, (subj, BASE))
     for a, b in pairs:
-        if a not in v.targets or b not in v.targets:
+        if not any(v.has(w, t, a) for t in cols) or not any(v.has(w, t, b) for t in cols):
             continue
         out.append(f"| {SHORT[a]} / {SHORT[b]} | "
                    + " | ".join(fmt_ratio(v.med(w, t, a), v.med(w, t, b)) for t in cols) + " |")

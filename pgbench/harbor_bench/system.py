@@ -141,11 +141,20 @@ def find_pg_bindir():
     return next((f"{base}/{v}/bin" for v in versions if ok(f"{base}/{v}/bin")), None)
 
 
-def find_pgbouncer():
-    for p in ("/usr/sbin/pgbouncer", shutil.which("pgbouncer")):
+def find_sbin(name):
+    """NAME's executable in /usr/sbin (off a user's PATH on Debian), else on PATH."""
+    for p in (f"/usr/sbin/{name}", shutil.which(name)):
         if p and os.path.isfile(p) and os.access(p, os.X_OK):
             return p
     return None
+
+
+def find_pgbouncer():
+    return find_sbin("pgbouncer")
+
+
+def find_haproxy():
+    return find_sbin("haproxy")
 
 
 class Installer:

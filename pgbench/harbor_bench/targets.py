@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from . import peer, procfs, system, tlsauth
 from .cli import CERT_USER, PEER_USER
+from .model import persistent_clients
 from .parse import first_match, quote_value, ssl_info, toml_quote
 from .util import die, say, warn
 
@@ -24,13 +25,15 @@ from .util import die, say, warn
 class Spec:
     """A kind of target: KIND says how it is run; SOCK names its socket
     directory under the temp dir; TRANSPORTS and WORKLOADS restrict its cells
-    (None = all); MODE: it runs in --pool-mode."""
+    (None = all); PERSISTENT: only the persistent workloads (persistentN,
+    tpcbN); MODE: it runs in --pool-mode."""
     name: str
-    kind: str  # postgres | pgharbor | pgbouncer | external
+    kind: str  # postgres | pgharbor | pgbouncer | external | haproxy
     sock: str = ""
     tls: bool = True
     transports: Optional[tuple] = None
     workloads: Optional[tuple] = None
+    persistent: bool = False
     mode: bool = False
 
 
@@ -44,6 +47,10 @@ TARGET_TABLE = (
     Spec("pgharbor-notls", "pgharbor", sock="harbor-notls", tls=False, transports=("unix", "unix-peer"),
          workloads=("connect", "establish"), mode=True),
     Spec("pooler", "external"),
+    # A relay that parses nothing, one server connection per client: what
+    # moving a transaction's bytes through a third process costs at least.
+    # Not a pooler, so only where a pooler keeps one connection per client too.
+    Spec("haproxy", "haproxy", sock="haproxy", tls=False, transports=("unix", "tcp"), persistent=True),
 )
 SPECS = {s.name: s for s in TARGET_TABLE}
 
@@ -102,7 +109,11 @@ class Target:
             return False
         if transport == tlsauth.CERT and self.spec.kind == "external":
             return False  # --pooler: its rules and CA are not ours to give bench_cert a cert line
-        return workload is None or self.spec.workloads is None or workload in self.spec.workloads
+        if workload is None:
+            return True
+        if self.spec.persistent and not persistent_clients(workload):
+            return False
+        return self.spec.workloads is None or workload in self.spec.workloads
 
     def mode(self, pool_mode):
         return pool_mode if self.spec.mode else ""
@@ -203,9 +214,39 @@ def start_harbor(h, name):
     t.pid = t.proc.pid
 
 
+def haproxy_config(h):
+    """HAProxy in TCP mode on its own socket and port, to PostgreSQL's socket
+    (else its TCP port, for a --pg without one): one thread, as the poolers
+    run, and no logging, as theirs is off."""
+    t, d = h.targets["haproxy"], h.direct
+    server = f"{d.sock}/.s.PGSQL.{d.port}" if d.sock else f"{d.host}:{d.port}"
+    return ("global\n    nbthread 1\n"
+            f"    maxconn {h.s.max_client_conn}\n"
+            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n"
+            "    timeout server 1h\n"
+            f"frontend pg\n    bind {t.sock}/.s.PGSQL.{t.port} mode 777\n"
+            f"    bind 127.0.0.1:{t.port}\n    default_backend postgres\n"
+            f"backend postgres\n    server pg {server}\n")
+
+
+def start_haproxy(h, binary):
+    """Starts HAProxy in the foreground (its pid is our child's) as the
+    invoking user, and waits until it relays a query over both transports."""
+    t = h.targets["haproxy"]
+    os.makedirs(t.sock, exist_ok=True)
+    path = f"{h.tmp}/haproxy.cfg"
+    with open(path, "w") as f:
+        f.write(haproxy_config(h))
+    log = open(f"{h.tmp}/haproxy.log", "a")
+    t.proc = subprocess.Popen([binary, "-f", path], stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+    log.close()
+    t.pid = t.proc.pid
+    return wait_ready(t)
+
+
 def stop(t):
     """Stops a target this run started (PgBouncer 1.18: SIGTERM = immediate shutdown)."""
-    if t.pid and t.spec.kind in ("pgharbor", "pgbouncer"):
+    if t.pid and t.spec.kind in ("pgharbor", "pgbouncer", "haproxy"):
         system.stop_pid(t.pid, signal.SIGTERM, t.proc)
     t.pid, t.proc = None, None
 
