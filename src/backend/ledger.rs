@@ -223,17 +223,11 @@ impl Ledger {
 
     /// The reset query ran: what the pooler SET is gone, and prepared
     /// statements too if the query drops them.
-    pub(super) fn after_reset(&mut self, reset_query: &str) {
+    pub(super) fn after_reset(&mut self, drops_prepared: bool) {
         self.usage = Usage::Clean;
         self.applied.clear();
         self.unnamed = None;
-        if crate::protocol::sql::classify(
-            reset_query.as_bytes(),
-            crate::protocol::sql::Strings::Standard,
-            &|_| true,
-        )
-        .drops_prepared
-        {
+        if drops_prepared {
             self.prepared.clear();
         }
     }

@@ -41,7 +41,7 @@ pub use lookup::Row;
 pub use params::{push_set_config, Applied, AppliedSet, ParamSet};
 pub use role::{still_fits, Flag, ServerRole};
 pub use route::{Host, HostRoute};
-pub use session::parse_error_fields;
+pub use session::{parse_error_fields, ResetQuery};
 pub use status::{LinkStatus, ServerInfo, ServerState};
 
 /// Initial server-to-client relay buffer of each backend; it grows to

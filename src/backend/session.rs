@@ -15,6 +15,35 @@ use crate::protocol::scan::Step;
 use crate::protocol::tags::be;
 use crate::stream::fill;
 
+/// `server_reset_query`, read once: whether it drops the backend's prepared
+/// statements is the same at every release, so it is not lexed at each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetQuery {
+    text: String,
+    drops_prepared: bool,
+}
+
+impl ResetQuery {
+    /// `text` as run at release; `""` runs nothing.
+    pub fn new(text: String) -> ResetQuery {
+        let drops_prepared = crate::protocol::sql::classify(
+            text.as_bytes(),
+            crate::protocol::sql::Strings::Standard,
+            &|_| true,
+        )
+        .drops_prepared;
+        ResetQuery {
+            text,
+            drops_prepared,
+        }
+    }
+
+    /// The statement's text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
 /// Reads severity, SQLSTATE and message out of an ErrorResponse body (a
 /// truncated or malformed one too: what is missing gets ERROR, XX000 and
 /// an empty message).
@@ -232,22 +261,22 @@ impl Link {
 
     /// Makes the backend fit for the next client: rolls back an open or
     /// failed transaction, then runs the reset query.
-    pub async fn reset(&mut self, reset_query: &str) -> Result<(), BackendError> {
+    pub async fn reset(&mut self, reset_query: &ResetQuery) -> Result<(), BackendError> {
         let mut queries: Vec<&str> = Vec::with_capacity(2);
         let mut what = PoolerStatement::Reset;
         if self.ledger.tx() != TxStatus::Idle {
             queries.push("ROLLBACK");
             what = PoolerStatement::Rollback;
         }
-        if !reset_query.is_empty() {
-            queries.push(reset_query);
+        if !reset_query.text.is_empty() {
+            queries.push(&reset_query.text);
             what = PoolerStatement::Reset;
         }
         if !queries.is_empty() {
             self.run_queries(&queries, what).await?;
         }
-        if !reset_query.is_empty() {
-            self.ledger.after_reset(reset_query);
+        if !reset_query.text.is_empty() {
+            self.ledger.after_reset(reset_query.drops_prepared);
         }
         if self.ledger.tx() != TxStatus::Idle {
             return Err(BackendError::Protocol(
@@ -264,7 +293,7 @@ impl Link {
         &mut self,
         how: Departure,
         drain_timeout: Duration,
-        reset_query: &str,
+        reset_query: &ResetQuery,
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + drain_timeout;
         let mut how = how;
@@ -324,5 +353,15 @@ mod tests {
         // A cut-off body keeps its complete fields.
         let e = parse_error_fields(b"C22012\0Mdivision by ze");
         assert_eq!((e.code.as_str(), e.message.as_str()), ("22012", ""));
+    }
+
+    #[test]
+    fn a_reset_query_is_read_once_for_what_it_drops() {
+        let drops = |q: &str| ResetQuery::new(q.to_string()).drops_prepared;
+        assert!(
+            drops("DISCARD ALL") && drops("deallocate all") && drops("RESET ALL; DEALLOCATE ALL")
+        );
+        assert!(!drops("") && !drops("RESET ALL") && !drops("DISCARD PLANS"));
+        assert_eq!(ResetQuery::new("DISCARD ALL".into()).text(), "DISCARD ALL");
     }
 }

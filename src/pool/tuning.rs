@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 
 use super::manager::close_idle;
 use super::Pool;
+use crate::backend::ResetQuery;
 use crate::config::Config;
 
 /// A pool's reloadable settings.
@@ -35,7 +36,7 @@ pub struct Tuning {
     /// Limit on each of the pooler's own statements on a backend.
     pub command_timeout: Duration,
     /// Run at release; "" skips it.
-    pub reset_query: String,
+    pub reset_query: ResetQuery,
     /// How long a departed client's statements may take to finish.
     pub drain_timeout: Duration,
     /// Idle backends unused this long are closed (down to `min_size`); zero = never.
@@ -60,7 +61,7 @@ impl Tuning {
             wait_timeout: p.query_wait_timeout,
             connect_timeout: p.server_connect_timeout,
             command_timeout: p.server_command_timeout,
-            reset_query: p.server_reset_query.clone(),
+            reset_query: ResetQuery::new(p.server_reset_query.clone()),
             drain_timeout: p.server_drain_timeout,
             idle_timeout: p.server_idle_timeout,
             lifetime: p.server_lifetime,
@@ -104,7 +105,11 @@ impl Tuning {
                 d(a.command_timeout),
                 d(b.command_timeout),
             ),
-            ("server_reset_query", q(&a.reset_query), q(&b.reset_query)),
+            (
+                "server_reset_query",
+                q(a.reset_query.text()),
+                q(b.reset_query.text()),
+            ),
             (
                 "server_drain_timeout",
                 d(a.drain_timeout),
@@ -213,7 +218,7 @@ mod tests {
         let old = Tuning::for_database(&config, "app");
         let mut new = old.clone();
         new.size = 1;
-        new.reset_query = String::new();
+        new.reset_query = ResetQuery::new(String::new());
         assert_eq!(
             old.changes(&new),
             [
