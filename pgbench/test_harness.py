@@ -252,7 +252,8 @@ class PeerCell(unittest.TestCase):
         h.direct.sock, h.direct.host, h.direct.port = "/t/pg/sock", "127.0.0.1", "5"
         h.targets["haproxy"] = Target(SPECS["haproxy"], sock="/t/haproxy", port="8")
         text = haproxy_config(h)
-        self.assertIn("    nbthread 1\n", text)
+        # Sized for the largest cell (the default list's persistent64), not max_client_conn.
+        self.assertIn("    nbthread 1\n    maxconn 128\n", text)
         self.assertIn("    mode tcp\n", text)
         self.assertIn("    bind /t/haproxy/.s.PGSQL.8 mode 777\n    bind 127.0.0.1:8\n", text)
         self.assertIn("    server pg /t/pg/sock/.s.PGSQL.5\n", text)

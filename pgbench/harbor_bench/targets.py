@@ -220,8 +220,11 @@ def haproxy_config(h):
     run, and no logging, as theirs is off."""
     t, d = h.targets["haproxy"], h.direct
     server = f"{d.sock}/.s.PGSQL.{d.port}" if d.sock else f"{d.host}:{d.port}"
+    # Two descriptors a connection: sized for the largest persistent cell,
+    # not for max_client_conn (the idle clients'), past the open-files limit.
+    clients = max([persistent_clients(w)[1] for w in h.s.workloads if persistent_clients(w)] or [0])
     return ("global\n    nbthread 1\n"
-            f"    maxconn {h.s.max_client_conn}\n"
+            f"    maxconn {clients + 64}\n"
             "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n"
             "    timeout server 1h\n"
             f"frontend pg\n    bind {t.sock}/.s.PGSQL.{t.port} mode 777\n"
