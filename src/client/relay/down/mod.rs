@@ -48,13 +48,18 @@ impl Down<'_, '_> {
         // One registration for the whole relay, renewed only when it fires.
         let due = self.flags.due.notified();
         tokio::pin!(due);
+        // The last pass sent what it scanned: the replies of the pooler's
+        // own that were due then went with it, and one that comes due later
+        // is signalled through `due`.
+        let mut just_sent = false;
         loop {
             if let Some(end) = self.check_idle(buf, scan) {
                 return end;
             }
             // An empty buffer has nothing to scan, unless replies of the
-            // pooler's own may be due.
-            let chunk = if buf.is_empty() && !self.answers {
+            // pooler's own may have come due since the last pass.
+            let nothing_due = !self.answers || std::mem::take(&mut just_sent);
+            let chunk = if buf.is_empty() && nothing_due {
                 Ok(Chunk {
                     pos: 0,
                     modified: false,
@@ -99,6 +104,7 @@ impl Down<'_, '_> {
                 if exchange_done {
                     meter.exchange_done(self.progress, in_tx);
                 }
+                just_sent = true;
                 continue;
             }
             let own = self.own_statement_deadline(&mut own_since);
