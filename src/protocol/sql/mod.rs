@@ -138,6 +138,12 @@ pub fn classify(sql: &[u8], strings: Strings, tracked: &dyn Fn(&str) -> bool) ->
     if quick::nothing_to_do(sql) {
         return SessionEffects::default();
     }
+    if quick::bare_transaction_control(sql) {
+        return SessionEffects {
+            controls_transaction: true,
+            ..SessionEffects::default()
+        };
+    }
     let standard = match strings {
         Strings::Standard => true,
         Strings::Escaped => false,

@@ -58,6 +58,38 @@ pub(super) fn nothing_to_do(sql: &[u8]) -> bool {
     true
 }
 
+/// True when `sql` is one bare transaction-control statement: BEGIN,
+/// COMMIT, END, ROLLBACK or ABORT, alone or with WORK or TRANSACTION, and
+/// at most a closing `;`, in any case and spacing. The full classifier's
+/// answer to each is the same (it controls the transaction, nothing else),
+/// and drivers and pgbench send them around every transaction.
+pub(super) fn bare_transaction_control(sql: &[u8]) -> bool {
+    let mut text = trim_spaces(sql);
+    if let Some(before) = text.strip_suffix(b";") {
+        text = trim_spaces(before);
+    }
+    let mut words = text.split(|&b| is_space(b)).filter(|w| !w.is_empty());
+    let first = words.next().unwrap_or_default();
+    let second = words.next();
+    let any = |word: &[u8], of: &[&str]| of.iter().any(|k| word.eq_ignore_ascii_case(k.as_bytes()));
+    words.next().is_none()
+        && any(first, &["BEGIN", "COMMIT", "END", "ROLLBACK", "ABORT"])
+        && second.is_none_or(|w| any(w, &["WORK", "TRANSACTION"]))
+}
+
+/// `text` without the whitespace (as the lexer reads it) at either end.
+fn trim_spaces(text: &[u8]) -> &[u8] {
+    let start = text
+        .iter()
+        .position(|&b| !is_space(b))
+        .unwrap_or(text.len());
+    let end = text
+        .iter()
+        .rposition(|&b| !is_space(b))
+        .map_or(start, |e| e + 1);
+    &text[start..end]
+}
+
 /// A quoted name's contents (doubled quotes left doubled, as the lexer
 /// leaves them) and where the name ends; `None` if it never ends.
 fn quoted_name(sql: &[u8], from: usize) -> Option<(&[u8], usize)> {

@@ -739,6 +739,95 @@ fn the_quick_look_agrees_with_the_classifier() {
     }
 }
 
+/// A bare BEGIN, COMMIT, END, ROLLBACK or ABORT gets from the quick look
+/// what the full classifier gives it, under both readings of a backslash;
+/// anything more goes to the classifier.
+#[test]
+fn bare_transaction_control_agrees_with_the_classifier() {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    const PIECES: [&str; 24] = [
+        "BEGIN",
+        "begin",
+        "Commit",
+        "END",
+        "ROLLBACK",
+        "abort",
+        "WORK",
+        "transaction",
+        "START",
+        " ",
+        "\n",
+        "\t",
+        ";",
+        "; ",
+        "--",
+        "/*",
+        "*/",
+        "TO",
+        "s",
+        "AND CHAIN",
+        "PREPARED",
+        "'a'",
+        "ISOLATION LEVEL SERIALIZABLE",
+        "x",
+    ];
+    let control = SessionEffects {
+        controls_transaction: true,
+        ..SessionEffects::default()
+    };
+    let mut rng = StdRng::seed_from_u64(37);
+    let mut bare = 0;
+    for _ in 0..100_000 {
+        let n = rng.gen_range(1..5);
+        let mut sql = String::new();
+        for _ in 0..n {
+            sql.push_str(PIECES[rng.gen_range(0..PIECES.len())]);
+        }
+        if !quick::bare_transaction_control(sql.as_bytes()) {
+            continue;
+        }
+        bare += 1;
+        for standard in [true, false] {
+            assert_eq!(
+                classify_as(sql.as_bytes(), standard, &tracked),
+                control,
+                "{sql:?}"
+            );
+        }
+    }
+    assert!(bare > 1_000, "only {bare} texts were bare");
+    for q in [
+        "BEGIN",
+        "begin;",
+        "  END ;\n",
+        "COMMIT WORK",
+        "rollback transaction;",
+        "ABORT",
+    ] {
+        assert!(quick::bare_transaction_control(q.as_bytes()), "{q}");
+        assert_eq!(
+            classify(q.as_bytes(), Strings::Unknown, &tracked),
+            control,
+            "{q}"
+        );
+    }
+    for q in [
+        "BEGIN ISOLATION LEVEL SERIALIZABLE",
+        "ROLLBACK TO s",
+        "COMMIT AND CHAIN",
+        "COMMIT PREPARED 'a'",
+        "BEGIN; SET work_mem = 1",
+        "BEGIN;;",
+        "BEGIN -- x",
+        "START TRANSACTION",
+        "BEGINx",
+        "",
+        ";",
+    ] {
+        assert!(!quick::bare_transaction_control(q.as_bytes()), "{q}");
+    }
+}
+
 /// Every name the classifier pins on sends a text to it, in any case,
 /// and a word of the same length that is not a name does not.
 #[test]
