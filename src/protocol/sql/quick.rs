@@ -1,13 +1,14 @@
 //! A look at the raw bytes that settles most queries without the lexer:
 //! one ordinary statement (SELECT, INSERT, UPDATE, DELETE, WITH, VALUES,
-//! TABLE) with nothing in it that could pin. The lexer and the watch
-//! cost about 50 instructions a byte; this costs a few.
+//! TABLE) with nothing in it that could pin, or one bare BEGIN, COMMIT,
+//! END, ROLLBACK or ABORT. The lexer and the watch cost about 50
+//! instructions a byte; this costs a few.
 //!
-//! It only ever answers "nothing to do". Whenever the text holds anything
-//! whose reading needs the lexer (a string, a dollar quote, a comment, a
-//! second statement, a `U&"..."` name) or a name any pattern of the
-//! classifier looks for, it answers "don't know" and the full classifier
-//! runs.
+//! It only ever answers "nothing to do" or "a bare transaction control".
+//! Whenever the text holds anything whose reading needs the lexer (a
+//! string, a dollar quote, a comment, a second statement, a `U&"..."`
+//! name) or a name any pattern of the classifier looks for, it answers
+//! "don't know" and the full classifier runs.
 
 use super::lex::{is_ident_cont, is_ident_start, is_space, skip_while};
 
