@@ -628,12 +628,29 @@ fn sets_the_pooler_cannot_replay_pin() {
     }
 }
 
+/// `count` texts of 1 to `most` pieces drawn from `pieces`, the same ones
+/// for the same `seed`.
+fn generated_texts<'p>(
+    pieces: &'p [&'p str],
+    seed: u64,
+    count: usize,
+    most: usize,
+) -> impl Iterator<Item = String> + 'p {
+    use rand::{rngs::StdRng, Rng, SeedableRng};
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..count).map(move |_| {
+        let n = rng.gen_range(1..most + 1);
+        (0..n)
+            .map(|_| pieces[rng.gen_range(0..pieces.len())])
+            .collect()
+    })
+}
+
 /// The quick look answers only where the full classifier finds nothing,
 /// under both readings of a backslash: checked on texts made of the
 /// pieces either of them looks at.
 #[test]
 fn the_quick_look_agrees_with_the_classifier() {
-    use rand::{rngs::StdRng, Rng, SeedableRng};
     const PIECES: [&str; 52] = [
         "SELECT ",
         "select",
@@ -688,14 +705,8 @@ fn the_quick_look_agrees_with_the_classifier() {
         "é",
         "TEMP",
     ];
-    let mut rng = StdRng::seed_from_u64(15);
     let mut quick = 0;
-    for _ in 0..300_000 {
-        let n = rng.gen_range(1..10);
-        let mut sql = String::new();
-        for _ in 0..n {
-            sql.push_str(PIECES[rng.gen_range(0..PIECES.len())]);
-        }
+    for sql in generated_texts(&PIECES, 15, 300_000, 9) {
         if !quick::nothing_to_do(sql.as_bytes()) {
             continue;
         }
@@ -744,7 +755,6 @@ fn the_quick_look_agrees_with_the_classifier() {
 /// anything more goes to the classifier.
 #[test]
 fn bare_transaction_control_agrees_with_the_classifier() {
-    use rand::{rngs::StdRng, Rng, SeedableRng};
     const PIECES: [&str; 24] = [
         "BEGIN",
         "begin",
@@ -775,14 +785,8 @@ fn bare_transaction_control_agrees_with_the_classifier() {
         controls_transaction: true,
         ..SessionEffects::default()
     };
-    let mut rng = StdRng::seed_from_u64(37);
     let mut bare = 0;
-    for _ in 0..100_000 {
-        let n = rng.gen_range(1..5);
-        let mut sql = String::new();
-        for _ in 0..n {
-            sql.push_str(PIECES[rng.gen_range(0..PIECES.len())]);
-        }
+    for sql in generated_texts(&PIECES, 37, 100_000, 4) {
         if !quick::bare_transaction_control(sql.as_bytes()) {
             continue;
         }
