@@ -628,22 +628,37 @@ fn sets_the_pooler_cannot_replay_pin() {
     }
 }
 
-/// `count` texts of 1 to `most` pieces drawn from `pieces`, the same ones
-/// for the same `seed`.
-fn generated_texts<'p>(
-    pieces: &'p [&'p str],
-    seed: u64,
-    count: usize,
-    most: usize,
-) -> impl Iterator<Item = String> + 'p {
+/// How many of `count` generated texts (1 to `most` pieces drawn from
+/// `pieces`, the same ones for the same `seed`) `quick` answers; each it
+/// answers must get `want` from the full classifier, under both readings
+/// of a backslash.
+fn quick_answers(
+    (pieces, seed): (&[&str], u64),
+    (count, most): (usize, usize),
+    quick: fn(&[u8]) -> bool,
+    want: &SessionEffects,
+) -> usize {
     use rand::{rngs::StdRng, Rng, SeedableRng};
     let mut rng = StdRng::seed_from_u64(seed);
-    (0..count).map(move |_| {
+    let mut answered = 0;
+    for _ in 0..count {
         let n = rng.gen_range(1..most + 1);
-        (0..n)
+        let sql: String = (0..n)
             .map(|_| pieces[rng.gen_range(0..pieces.len())])
-            .collect()
-    })
+            .collect();
+        if !quick(sql.as_bytes()) {
+            continue;
+        }
+        answered += 1;
+        for standard in [true, false] {
+            assert_eq!(
+                &classify_as(sql.as_bytes(), standard, &tracked),
+                want,
+                "{sql:?}"
+            );
+        }
+    }
+    answered
 }
 
 /// The quick look answers only where the full classifier finds nothing,
@@ -705,17 +720,8 @@ fn the_quick_look_agrees_with_the_classifier() {
         "é",
         "TEMP",
     ];
-    let mut quick = 0;
-    for sql in generated_texts(&PIECES, 15, 300_000, 9) {
-        if !quick::nothing_to_do(sql.as_bytes()) {
-            continue;
-        }
-        quick += 1;
-        for standard in [true, false] {
-            let full = classify_as(sql.as_bytes(), standard, &tracked);
-            assert_eq!(full, SessionEffects::default(), "{sql:?}");
-        }
-    }
+    let nothing = SessionEffects::default();
+    let quick = quick_answers((&PIECES, 15), (300_000, 9), quick::nothing_to_do, &nothing);
     assert!(quick > 1_000, "only {quick} texts took the quick look");
     for q in [
         "SELECT abalance FROM pgbench_accounts WHERE aid = 123;",
@@ -785,20 +791,12 @@ fn bare_transaction_control_agrees_with_the_classifier() {
         controls_transaction: true,
         ..SessionEffects::default()
     };
-    let mut bare = 0;
-    for sql in generated_texts(&PIECES, 37, 100_000, 4) {
-        if !quick::bare_transaction_control(sql.as_bytes()) {
-            continue;
-        }
-        bare += 1;
-        for standard in [true, false] {
-            assert_eq!(
-                classify_as(sql.as_bytes(), standard, &tracked),
-                control,
-                "{sql:?}"
-            );
-        }
-    }
+    let bare = quick_answers(
+        (&PIECES, 37),
+        (100_000, 4),
+        quick::bare_transaction_control,
+        &control,
+    );
     assert!(bare > 1_000, "only {bare} texts were bare");
     for q in [
         "BEGIN",
