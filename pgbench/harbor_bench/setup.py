@@ -261,10 +261,7 @@ def start_haproxy_target(h):
         "in the persistent cells")
     t = pool_target(h, "haproxy", h.haproxy_port, [x for x in ("unix", "tcp") if x in h.s.plain_transports])
     t.user, t.pw = h.direct.user, h.direct.pw
-    p = subprocess.run([h.haproxy_bin, "-v"], capture_output=True, text=True)
-    # "HAProxy version 2.6.12-1+deb12u4 2026/10/17 - https://haproxy.org/"
-    words = ((p.stdout + p.stderr).splitlines() or [""])[0].split()
-    h.haproxy_version = "HAProxy " + (words[2] if len(words) > 2 else "(version unknown)")
+    h.haproxy_version = "HAProxy " + system.haproxy_version(h.haproxy_bin)
     if not start_haproxy(h, h.haproxy_bin):
         warn(tail(f"{h.tmp}/haproxy.log", 20))
         warn("HAProxy did not start: continuing without it")

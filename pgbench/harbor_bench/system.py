@@ -157,6 +157,12 @@ def find_haproxy():
     return find_sbin("haproxy")
 
 
+def haproxy_version(binary):
+    """The version `haproxy -v` prints ("HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ..."), or "?"."""
+    words = run([binary, "-v"]).stdout.split()
+    return words[2] if len(words) > 2 else "?"
+
+
 class Installer:
     """apt-get install of what is missing, once `apt-get update`d (root, or sudo)."""
 

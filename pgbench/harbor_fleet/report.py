@@ -5,10 +5,11 @@ import csv
 import datetime
 import os
 
+from harbor_bench import system
 from harbor_bench.util import say
 
 from .proxy import proxy_section
-from .runtime import SCRAM_ITERATIONS, haproxy_version
+from .runtime import SCRAM_ITERATIONS
 from .scaling import fleet_section
 from .takeover import takeover_section
 
@@ -36,7 +37,7 @@ def summary(fl):
     lines = [f"# pgharbor fleet benchmarks (issue 17), {datetime.datetime.now():%F %T}", "",
              f"{a.rounds} rounds x {a.time} s per cell (warm-up {a.warmup} s), pgbench scale {a.scale}, "
              f"`-j 2`, SCRAM login ({SCRAM_ITERATIONS} iterations), every pgharbor `--threads 1`, "
-             f"HAProxy {haproxy_version(fl.haproxy)} `mode tcp`, `balance leastconn`, no health checks. "
+             f"HAProxy {system.haproxy_version(fl.haproxy)} `mode tcp`, `balance leastconn`, no health checks. "
              f"{os.cpu_count()} CPUs, load1 at the start {fl.load_start}. Ratios compare runs of "
              "this run; absolute figures drift between runs.", ""]
     if "fleet" in a.parts:

@@ -72,8 +72,8 @@ class Fleet:
     # --------------------------------------------------------------- setup --
     def prepare(self):
         inst = system.Installer(not self.a.no_install)
-        self.haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-        if not os.access(self.haproxy, os.X_OK) and not (inst.install("haproxy") and os.access(self.haproxy, os.X_OK)):
+        self.haproxy = system.find_haproxy() or (inst.install("haproxy") and system.find_haproxy())
+        if not self.haproxy:
             die("haproxy is missing (apt-get install haproxy)")
         self.pg_bin = system.find_pg_bindir()
         if not self.pg_bin or not shutil.which("pgbench"):
@@ -176,8 +176,3 @@ class Fleet:
                 return
             time.sleep(0.1)
         die(f"{name} does not answer on port {port}")
-
-
-def haproxy_version(binary):
-    r = system.run([binary, "-v"])
-    return r.stdout.split()[2] if r.returncode == 0 and len(r.stdout.split()) > 2 else "?"
