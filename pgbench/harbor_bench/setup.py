@@ -130,7 +130,8 @@ def pre_estimate(s):
 def choose_ports(h):
     """The given ports, else the first free ones from 20432 / 21432 / 22432 (below
     32768: ports above collide with the kernel's ephemeral ports);
-    pgharbor-base: the first free one after pgharbor's that no other has."""
+    pgharbor-base: the first free one after pgharbor's that no other has;
+    HAProxy (when it runs): the first free one from 23432 that no other has."""
     s, p = h.s, h.s.ports
     h.pg_port = (p["pg"] or free_port(20432)) if h.own_pg else None
     h.harbor_port = p["pgharbor"] or free_port(21432)
@@ -141,22 +142,20 @@ def choose_ports(h):
         die(f"ports must differ: pgharbor {h.harbor_port}, PgBouncer {h.bouncer_port}")
     h.base_port = p["pgharbor-base"]
     if s.with_base and not h.base_port:
-        port = h.harbor_port + 1
-        while True:
-            h.base_port = free_port(port)
-            if h.base_port not in (h.bouncer_port, h.pg_port):
-                break
-            port = h.base_port + 1
+        h.base_port = free_port_besides(h.harbor_port + 1, (h.bouncer_port, h.pg_port))
     if s.with_base and h.base_port in (h.harbor_port, h.bouncer_port, h.pg_port):
         die(f"ports must differ: pgharbor-base {h.base_port}, pgharbor {h.harbor_port}, PgBouncer "
             f"{h.bouncer_port}, PostgreSQL {h.pg_port or '?'}")
-    port = 23432
-    while True:
-        h.haproxy_port = free_port(port)
-        if h.haproxy_port not in (h.harbor_port, h.base_port, h.bouncer_port, h.pg_port):
-            break
-        port = h.haproxy_port + 1
+    if s.haproxy:
+        h.haproxy_port = free_port_besides(23432, (h.harbor_port, h.base_port, h.bouncer_port, h.pg_port))
 
+
+def free_port_besides(start, taken):
+    """The first free port from START that is none of TAKEN."""
+    port = free_port(start)
+    while port in taken:
+        port = free_port(port + 1)
+    return port
 
 
 def pool_target(h, name, port, serves, binary=""):
