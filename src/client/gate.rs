@@ -18,19 +18,21 @@ use std::task::{Context, Poll, Wake, Waker};
 
 pin_project_lite::pin_project! {
     /// `inner`, polled only on its first poll and after it asked to be
-    /// woken (or at every poll, for a gate left open).
-    pub struct Gated<F> {
+    /// woken.
+    pub struct Gated<'g, F> {
         #[pin]
         inner: F,
-        gate: Option<Gate>,
+        gate: &'g Gate,
+        first: bool,
     }
 }
 
-/// The inner future's own waker and what it recorded.
-struct Gate {
+/// A gate's wake record and the waker that sets it. A client keeps one per
+/// relay direction and lends it to each relay in turn, so a transaction's
+/// relay allocates nothing for its gates.
+pub struct Gate {
     state: Arc<GateState>,
     waker: Waker,
-    first: bool,
 }
 
 /// What the inner future's waker records.
@@ -52,54 +54,43 @@ impl Wake for GateState {
     }
 }
 
-impl<F: Future> Gated<F> {
-    /// Wraps `inner`.
-    pub fn new(inner: F) -> Gated<F> {
+impl Default for Gate {
+    fn default() -> Self {
         let state = Arc::new(GateState {
             woken: AtomicBool::new(false),
             outer: AtomicWaker::new(),
         });
-        let gate = Gate {
+        Gate {
             waker: Waker::from(state.clone()),
             state,
-            first: true,
-        };
-        Gated {
-            inner,
-            gate: Some(gate),
         }
-    }
-
-    /// [`Gated::new`] when `gated`, else [`Gated::open`].
-    pub fn with_gate(gated: bool, inner: F) -> Gated<F> {
-        if gated {
-            Gated::new(inner)
-        } else {
-            Gated::open(inner)
-        }
-    }
-
-    /// Wraps `inner` with the gate open: polled at every poll, no
-    /// allocation (for futures that live a single exchange, where the
-    /// gate's own waker would cost more than the polls it saves).
-    pub fn open(inner: F) -> Gated<F> {
-        Gated { inner, gate: None }
     }
 }
 
-impl<F: Future> Future for Gated<F> {
+impl<'g, F: Future> Gated<'g, F> {
+    /// Wraps `inner` behind `gate`, which no other future may use while
+    /// this one lives (a wake left over from an earlier one costs one poll).
+    pub fn new(inner: F, gate: &'g Gate) -> Gated<'g, F> {
+        Gated {
+            inner,
+            gate,
+            first: true,
+        }
+    }
+}
+
+impl<F: Future> Future for Gated<'_, F> {
     type Output = F::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let Some(gate) = this.gate.as_mut() else {
-            return this.inner.poll(cx);
-        };
-        gate.state.outer.register(cx.waker());
-        if !std::mem::take(&mut gate.first) && !gate.state.woken.swap(false, Ordering::AcqRel) {
+        let state = &this.gate.state;
+        state.outer.register(cx.waker());
+        let woken = state.woken.swap(false, Ordering::AcqRel);
+        if !std::mem::take(this.first) && !woken {
             return Poll::Pending;
         }
-        this.inner.poll(&mut Context::from_waker(&gate.waker))
+        this.inner.poll(&mut Context::from_waker(&this.gate.waker))
     }
 }
 
@@ -140,7 +131,8 @@ mod tests {
             ready: ready.clone(),
             waker: waker.clone(),
         };
-        let mut gated = Box::pin(Gated::new(probe));
+        let gate = Gate::default();
+        let mut gated = Box::pin(Gated::new(probe, &gate));
         let (outer_wakes, outer) = counting_waker();
         let mut cx = Context::from_waker(&outer);
         assert!(gated.as_mut().poll(&mut cx).is_pending());
@@ -159,5 +151,24 @@ mod tests {
         assert_eq!(outer_wakes.get(), 1, "the outer task was woken");
         assert!(gated.as_mut().poll(&mut cx).is_ready());
         assert_eq!(polls.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_gate_lent_again_lets_the_next_future_start() {
+        let gate = Gate::default();
+        let (_, outer) = counting_waker();
+        let mut cx = Context::from_waker(&outer);
+        for round in 1..=2 {
+            let polls = Arc::new(AtomicUsize::new(0));
+            let probe = Probe {
+                polls: polls.clone(),
+                ready: Arc::new(AtomicBool::new(false)),
+                waker: Arc::new(Mutex::new(None)),
+            };
+            let mut gated = Box::pin(Gated::new(probe, &gate));
+            assert!(gated.as_mut().poll(&mut cx).is_pending());
+            assert!(gated.as_mut().poll(&mut cx).is_pending());
+            assert_eq!(polls.load(Ordering::SeqCst), 1, "round {round}");
+        }
     }
 }

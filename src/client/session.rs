@@ -88,12 +88,13 @@ impl Session {
         let end = {
             let (mut cr, mut cw) = stream.split();
             let backend = lease.backend();
+            let gates = relay::Gates::default();
             let relay = relay::relay(
                 (&mut cr, &mut cw),
                 buf,
                 &mut scan,
                 backend,
-                &mut meter,
+                (&mut meter, &gates),
                 mode,
             );
             tokio::select! {

@@ -18,14 +18,17 @@
 mod down;
 mod follow;
 mod meter;
+mod signal;
 mod up;
 
-use crate::client::gate::Gated;
+use crate::client::gate::{Gate, Gated};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
+
+use signal::Signal;
 
 pub use follow::Follow;
 pub(crate) use meter::Progress;
@@ -210,6 +213,14 @@ pub(crate) fn client_strings(params: Option<&ParamSet>) -> Strings {
     Strings::from_setting(params.and_then(|p| p.get("standard_conforming_strings")))
 }
 
+/// The gates of a relay's two directions (see [`Gated`]), kept by the
+/// client between its relays.
+#[derive(Default)]
+pub struct Gates {
+    up: Gate,
+    down: Gate,
+}
+
 /// Flags the directions share besides the [`Shared`] state.
 struct Flags {
     /// The up direction is in the middle of a write to the server.
@@ -217,9 +228,10 @@ struct Flags {
     /// The client is in the middle of a message part of which went out.
     client_mid: AtomicBool,
     /// Synthetic replies were queued: the down direction must send them.
-    due: Notify,
-    /// The server went idle inside a transaction: the client's clock starts.
-    idle_in_tx: Notify,
+    due: Signal,
+    /// The server went idle inside a transaction: the client's clock starts
+    /// (`None` without an idle-in-transaction limit: nobody watches).
+    idle_in_tx: Option<Notify>,
     /// Statements the pooler queued wait for the client's first bytes: the
     /// server is not answering them yet, so their clock has not started.
     queued_unsent: AtomicBool,
@@ -232,7 +244,7 @@ pub async fn relay(
     cbuf: &mut FrameBuf,
     cscan: &mut Scanner,
     link: &mut Link,
-    meter: &mut Meter<'_>,
+    (meter, gates): (&mut Meter<'_>, &Gates),
     mode: Mode<'_, '_>,
 ) -> (TxnEnd, Left) {
     let command_timeout = link.command_timeout();
@@ -243,8 +255,8 @@ pub async fn relay(
     let flags = Flags {
         writing: AtomicBool::new(false),
         client_mid: AtomicBool::new(!cscan.at_boundary()),
-        due: Notify::new(),
-        idle_in_tx: Notify::new(),
+        due: Signal::default(),
+        idle_in_tx: mode.idle_tx_timeout.map(|_| Notify::new()),
         queued_unsent: AtomicBool::new(!parts.queued.is_empty()),
     };
     // Only the rewriter and statements queued at checkout put the pooler's
@@ -261,15 +273,11 @@ pub async fn relay(
         ..
     } = mode;
     let answers = rewriter.is_some();
-    // A session's relay waits long on both sockets, so each wake polls
-    // only the side it is for; a transaction's is over too soon for the
-    // gates to pay for themselves.
-    let gated = !release_at_idle;
     let end = {
-        // Each gated future is pinned where it is made: moved into the
-        // select, it would be copied whole (over a kilobyte) per relay.
-        let up = std::pin::pin!(Gated::with_gate(
-            gated,
+        // Each wake polls only the direction it is for. Each gated future
+        // is pinned where it is made: moved into the select, it would be
+        // copied whole (over a kilobyte) per relay.
+        let up = std::pin::pin!(Gated::new(
             Up {
                 shared: &shared,
                 flags: &flags,
@@ -283,10 +291,10 @@ pub async fn relay(
                     up::QueueSend::WithClient
                 },
             }
-            .run(cr, &mut bw, cbuf, cscan, parts.queued)
+            .run(cr, &mut bw, cbuf, cscan, parts.queued),
+            &gates.up,
         ));
-        let down = std::pin::pin!(Gated::with_gate(
-            gated,
+        let down = std::pin::pin!(Gated::new(
             Down {
                 shared: &shared,
                 flags: &flags,
@@ -303,7 +311,8 @@ pub async fn relay(
                 (parts.buf, parts.scanner),
                 client_params,
                 meter,
-            )
+            ),
+            &gates.down,
         ));
         // Up first: it forwards what the client already sent before down
         // can decide the backend is idle.

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
+use tokio::sync::Notify;
 
 use super::{account_plain, Flags, Progress, RelayEnd, Shared, PREFIX_CAP, WHOLE_CAP};
 use crate::backend::TxStatus;
@@ -97,7 +98,7 @@ impl Up<'_, '_, '_, '_> {
                     let written = bw.write_all(&all).await;
                     // Their answers are due now: down starts their clock.
                     self.flags.queued_unsent.store(false, Ordering::Relaxed);
-                    self.flags.due.notify_one();
+                    self.flags.due.raise();
                     written
                 };
                 self.flags.writing.store(false, Ordering::Relaxed);
@@ -122,14 +123,14 @@ impl Up<'_, '_, '_, '_> {
                 .store(!scan.at_boundary() || !buf.is_empty(), Ordering::Relaxed);
             if reply_due {
                 // Nothing from the server will come first: down must send it.
-                self.flags.due.notify_one();
+                self.flags.due.raise();
             }
             if let Some(end) = stop {
                 return end;
             }
-            let result = match self.idle_tx_timeout {
+            let result = match &self.flags.idle_in_tx {
                 None => fill(cr, buf).await,
-                Some(_) => match self.read_watching_idle_tx(cr, buf).await {
+                Some(idle_in_tx) => match self.read_watching_idle_tx(cr, buf, idle_in_tx).await {
                     Some(r) => r,
                     None => return RelayEnd::IdleInTransaction,
                 },
@@ -150,11 +151,12 @@ impl Up<'_, '_, '_, '_> {
         &self,
         cr: &mut ReadHalf<'_>,
         buf: &mut FrameBuf,
+        idle_in_tx: &Notify,
     ) -> Option<Result<usize, ReadError>> {
         let read = fill(cr, buf);
         tokio::pin!(read);
         loop {
-            let became_idle = self.flags.idle_in_tx.notified();
+            let became_idle = idle_in_tx.notified();
             tokio::pin!(became_idle);
             became_idle.as_mut().enable();
             match self.idle_tx_limit() {

@@ -77,6 +77,7 @@ pub(super) fn serve<'a>(
             settings: std::mem::take(&mut session.extras),
             statements: ClientStatements::default(),
             meter: None,
+            gates: None,
             scan: Scanner::new(),
             pin: None,
             stays: false,
@@ -174,6 +175,8 @@ struct Between<'p> {
     strings: Strings,
     /// Boxed: made at the first transaction, and idle clients are many.
     meter: Option<Box<Meter<'p>>>,
+    /// The relay's gates, made at the first transaction and lent to each.
+    gates: Option<Box<relay::Gates>>,
     scan: Scanner,
     /// Why the client holds its backend for good, once it does.
     pin: Option<Pin>,
@@ -290,6 +293,7 @@ impl<'p> Between<'p> {
             ))
         });
         meter.assigned(held.waited());
+        let gates = self.gates.get_or_insert_default();
         let mode = Mode {
             release_at_idle: self.pin.is_none(),
             statement: self.statement_mode,
@@ -309,7 +313,7 @@ impl<'p> Between<'p> {
                 buf,
                 &mut self.scan,
                 held.backend(),
-                meter,
+                (meter, gates),
                 mode,
             ));
             tokio::select! {

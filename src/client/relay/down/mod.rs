@@ -3,6 +3,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -14,7 +15,7 @@ use super::{Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
 use crate::backend::{BackendError, ParamSet, PoolerStatement, TxStatus};
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
-use crate::stream::{fill, ReadHalf, WriteHalf};
+use crate::stream::{fill, poll_fill, ReadHalf, WriteHalf};
 use scan::Chunk;
 
 pub(super) struct Down<'s, 'b> {
@@ -45,9 +46,6 @@ impl Down<'_, '_> {
         let mut fatal = false;
         // Since when the next reply owed is to one of the pooler's own messages.
         let mut own_since: Option<Instant> = None;
-        // One registration for the whole relay, renewed only when it fires.
-        let due = self.flags.due.notified();
-        tokio::pin!(due);
         // The last pass sent what it scanned: the replies of the pooler's
         // own that were due then went with it, and one that comes due later
         // is signalled through `due`.
@@ -113,11 +111,9 @@ impl Down<'_, '_> {
                 // Close now, ahead of the client's messages: bounded, so a
                 // server that stops answering does not hold the client.
                 Some(at) => tokio::select! {
+                    biased;
+                    _ = self.flags.due.taken() => continue,
                     r = fill(br, buf) => r,
-                    _ = &mut due => {
-                        due.set(self.flags.due.notified());
-                        continue;
-                    }
                     _ = tokio::time::sleep_until(at) => {
                         let e = BackendError::CommandTimeout {
                             what: PoolerStatement::Prepared,
@@ -127,12 +123,14 @@ impl Down<'_, '_> {
                     }
                 },
                 None if self.answers || self.flags.queued_unsent.load(Ordering::Relaxed) => {
-                    tokio::select! {
-                        r = fill(br, buf) => r,
-                        _ = &mut due => {
-                            due.set(self.flags.due.notified());
-                            continue;
-                        }
+                    // Replies come due first: the next pass sends them.
+                    let read = std::future::poll_fn(|cx| match self.flags.due.poll_take(cx) {
+                        Poll::Ready(()) => Poll::Ready(None),
+                        Poll::Pending => poll_fill(br, cx, buf).map(Some),
+                    });
+                    match read.await {
+                        Some(r) => r,
+                        None => continue,
                     }
                 }
                 None => fill(br, buf).await,

@@ -244,8 +244,9 @@ impl Down<'_, '_> {
                 let in_tx = s.ledger.tx() != TxStatus::Idle;
                 let aborted = s.ledger.tx() == TxStatus::Failed;
                 s.follow.ready(in_tx, aborted, idle);
-                if in_tx && idle {
-                    self.flags.idle_in_tx.notify_waiters();
+                if let Some(became_idle) = self.flags.idle_in_tx.as_ref().filter(|_| in_tx && idle)
+                {
+                    became_idle.notify_waiters();
                 }
                 if !idle {
                     return None;
