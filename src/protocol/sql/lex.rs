@@ -36,7 +36,7 @@ static CLASS: [u8; 256] = {
         let c = b as u8;
         t[b] = if matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
             SPACE
-        } else if c.is_ascii_alphabetic() || c == b'_' || c >= 0x80 {
+        } else if letter(c) {
             IDENT_START
         } else if c.is_ascii_digit() {
             DIGIT
@@ -49,6 +49,12 @@ static CLASS: [u8; 256] = {
     }
     t
 };
+
+/// A byte that starts a word: a letter, `_` or any byte of a multi-byte
+/// character (for the tables, which are built at compile time).
+pub(super) const fn letter(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c >= 0x80
+}
 
 #[inline]
 fn class(b: u8) -> u8 {

@@ -10,7 +10,7 @@
 //! name) or a name any pattern of the classifier looks for, it answers
 //! "don't know" and the full classifier runs.
 
-use super::lex::{is_ident_cont, is_ident_start, is_space, skip_while};
+use super::lex::{is_ident_cont, is_space, letter, skip_while};
 
 /// True when `sql` is one ordinary statement the full classifier would
 /// find nothing in (no pin, no setting, no transaction control), whatever
@@ -25,38 +25,87 @@ pub(super) fn nothing_to_do(sql: &[u8]) -> bool {
         return false;
     };
     while let Some(&c) = sql.get(i) {
-        let next = sql.get(i + 1).copied();
-        i = if is_ident_start(c) {
-            let end = skip_while(sql, i + 1, is_ident_cont);
-            if pins_by_name(&sql[i..end]) {
-                return false;
-            }
-            end
-        } else if c.is_ascii_digit() {
-            skip_while(sql, i + 1, |c| c.is_ascii_alphanumeric() || c == b'_')
-        } else {
-            match c {
-                // A placeholder: `$` and its digits, nothing more.
-                b'$' if next.is_some_and(|n| n.is_ascii_digit()) => {
-                    skip_while(sql, i + 1, |c| c.is_ascii_digit())
+        i = match STEP[usize::from(c)] {
+            Step::Pass => i + 1,
+            Step::Word => {
+                let end = skip_while(sql, i + 1, is_ident_cont);
+                if pins_by_name(&sql[i..end]) {
+                    return false;
                 }
-                b'"' => match quoted_name(sql, i + 1) {
-                    Some((name, after)) if !pins_by_name(name) => after,
-                    _ => return false,
-                },
-                // A closing `;` is fine; a second statement is not.
-                b';' => return sql[i + 1..].iter().all(|&b| is_space(b)),
-                b'-' if next != Some(b'-') => i + 1,
-                b'/' if next != Some(b'*') => i + 1,
-                b'&' if next != Some(b'"') => i + 1,
-                // Strings (with their prefixes' quote), dollar quotes and
-                // names with `$`, comments, `U&"..."`, and a backslash.
-                b'\'' | b'$' | b'-' | b'/' | b'&' | b'\\' => return false,
-                _ => i + 1,
+                end
             }
+            Step::Number => skip_while(sql, i + 1, |c| c.is_ascii_alphanumeric() || c == b'_'),
+            Step::Look => match look(sql, i) {
+                Look::Next(next) => next,
+                Look::Answer(answer) => return answer,
+            },
         };
     }
     true
+}
+
+/// What [`nothing_to_do`] does at a byte.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Whitespace or an operator, comma or bracket: the next byte.
+    Pass,
+    /// A word starts: skip it whole, and compare it with the names.
+    Word,
+    /// A number starts: skip it whole, as the lexer reads it.
+    Number,
+    /// A byte whose meaning depends on what follows it: see [`look`].
+    Look,
+}
+
+/// [`Step`] by byte. A `static`, as the lexer's class table is.
+static STEP: [Step; 256] = {
+    let mut t = [Step::Pass; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = if letter(c) {
+            Step::Word
+        } else if c.is_ascii_digit() {
+            Step::Number
+        } else if matches!(c, b'$' | b'"' | b';' | b'-' | b'/' | b'&' | b'\\' | b'\'') {
+            Step::Look
+        } else {
+            Step::Pass
+        };
+        b += 1;
+    }
+    t
+};
+
+/// Where [`nothing_to_do`] goes on from a [`Step::Look`] byte.
+enum Look {
+    /// Read on from here.
+    Next(usize),
+    /// The answer for the whole text.
+    Answer(bool),
+}
+
+/// The reading of the [`Step::Look`] byte at `i`.
+fn look(sql: &[u8], i: usize) -> Look {
+    let next = sql.get(i + 1).copied();
+    match sql[i] {
+        // A placeholder: `$` and its digits, nothing more.
+        b'$' if next.is_some_and(|n| n.is_ascii_digit()) => {
+            Look::Next(skip_while(sql, i + 1, |c| c.is_ascii_digit()))
+        }
+        b'"' => match quoted_name(sql, i + 1) {
+            Some((name, after)) if !pins_by_name(name) => Look::Next(after),
+            _ => Look::Answer(false),
+        },
+        // A closing `;` is fine; a second statement is not.
+        b';' => Look::Answer(sql[i + 1..].iter().all(|&b| is_space(b))),
+        b'-' if next != Some(b'-') => Look::Next(i + 1),
+        b'/' if next != Some(b'*') => Look::Next(i + 1),
+        b'&' if next != Some(b'"') => Look::Next(i + 1),
+        // Strings (with their prefixes' quote), dollar quotes and names
+        // with `$`, comments, `U&"..."`, and a backslash.
+        _ => Look::Answer(false),
+    }
 }
 
 /// True when `sql` is one bare transaction-control statement: BEGIN,
@@ -109,10 +158,27 @@ fn quoted_name(sql: &[u8], from: usize) -> Option<(&[u8], usize)> {
 /// case-blind; as a keyword or a name, called or not: a needless match
 /// only sends the text to the full classifier.
 fn pins_by_name(word: &[u8]) -> bool {
-    super::watch::NAMES
-        .iter()
-        .any(|n| word.eq_ignore_ascii_case(n))
+    // Most words are no name's length: one test instead of nine.
+    let len = word.len();
+    len < u32::BITS as usize
+        && NAME_LENGTHS & (1 << len) != 0
+        && super::watch::NAMES
+            .iter()
+            .any(|n| word.eq_ignore_ascii_case(n))
 }
+
+/// Bit `n` is set when some name of [`super::watch::NAMES`] has `n` bytes.
+const NAME_LENGTHS: u32 = {
+    let mut mask = 0u32;
+    let mut i = 0;
+    while i < super::watch::NAMES.len() {
+        // Every name is shorter than 32 bytes (checked at compile time).
+        assert!(super::watch::NAMES[i].len() < 32);
+        mask |= 1 << super::watch::NAMES[i].len();
+        i += 1;
+    }
+    mask
+};
 
 /// Where the ordinary statement's first word that starts the text (after
 /// whitespace) ends; `None` when it starts otherwise.
