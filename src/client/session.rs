@@ -97,7 +97,9 @@ impl Session {
                 (&mut meter, &gates),
                 mode,
             );
+            // Biased: no random draw at every wake of the relay.
             tokio::select! {
+                biased;
                 (r, _) = relay => r,
                 why = stop.stopped() => TxnEnd::Ended(RelayEnd::BackendGone(why.into())),
             }

@@ -142,7 +142,7 @@ fn utf8(b: &[u8]) -> Result<&str, StartupError> {
 
 /// Splits off a NUL-terminated string.
 pub fn split_cstr(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let nul = b.iter().position(|&c| c == 0)?;
+    let nul = memchr::memchr(0, b)?;
     Some((&b[..nul], &b[nul + 1..]))
 }
 

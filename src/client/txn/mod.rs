@@ -316,7 +316,9 @@ impl<'p> Between<'p> {
                 (meter, gates),
                 mode,
             ));
+            // Biased: no random draw at every wake of the relay.
             tokio::select! {
+                biased;
                 r = r => r,
                 why = stop.as_mut() => (TxnEnd::Ended(RelayEnd::BackendGone(why.into())), Default::default()),
             }

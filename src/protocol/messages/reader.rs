@@ -66,7 +66,7 @@ impl<'a> Reader<'a> {
 
 /// Splits off a NUL-terminated string (the NUL dropped).
 pub(super) fn split_nul(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let nul = b.iter().position(|&c| c == 0)?;
+    let nul = memchr::memchr(0, b)?;
     Some((b.get(..nul)?, b.get(nul + 1..)?))
 }
 
