@@ -174,14 +174,18 @@ impl Down<'_, '_> {
 
     /// [`Down::check_idle`] for a relay that ends at idle.
     fn idle_end(&self, buf: &FrameBuf, scan: &Scanner) -> Option<TxnEnd> {
-        let s = self.shared.lock().ok()?;
-        let owed = s.ledger.owed();
-        if !owed.is_empty() || owed.unsynced() != 0 || !buf.is_empty() || !scan.at_boundary() {
-            return None;
-        }
-        if self.flags.writing.load(Ordering::Relaxed)
+        // What needs no lock first: right after a read the buffer holds
+        // what came, and the books need not be looked at.
+        if !buf.is_empty()
+            || !scan.at_boundary()
+            || self.flags.writing.load(Ordering::Relaxed)
             || self.flags.client_mid.load(Ordering::Relaxed)
         {
+            return None;
+        }
+        let s = self.shared.lock().ok()?;
+        let owed = s.ledger.owed();
+        if !owed.is_empty() || owed.unsynced() != 0 {
             return None;
         }
         if s.ledger.tx() != TxStatus::Idle {
