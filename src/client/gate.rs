@@ -4,8 +4,9 @@
 //! on the client socket, the server socket and the session's stop signal
 //! at once, and each wake is for one of them: polling the other two costs
 //! a readiness check and a waiter-list lock apiece (callgrind: about a
-//! fifth of the relay's instructions per message). A [`Gated`] future keeps
-//! a waker of its own and skips the poll until that waker is used, as
+//! fifth of the relay's instructions per message). A [`Gated`] future
+//! hands its inner future a waker of its own (from a [`Gate`] the client
+//! keeps between relays) and skips the poll until that waker is used, as
 //! `FuturesUnordered` does for its members.
 
 use std::future::Future;

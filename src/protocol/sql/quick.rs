@@ -35,7 +35,7 @@ pub(super) fn nothing_to_do(sql: &[u8]) -> bool {
                 end
             }
             Step::Number => skip_while(sql, i + 1, |c| c.is_ascii_alphanumeric() || c == b'_'),
-            Step::Look => match look(sql, i) {
+            Step::Look => match look(sql, i, c) {
                 Look::Next(next) => next,
                 Look::Answer(answer) => return answer,
             },
@@ -85,10 +85,10 @@ enum Look {
     Answer(bool),
 }
 
-/// The reading of the [`Step::Look`] byte at `i`.
-fn look(sql: &[u8], i: usize) -> Look {
+/// The reading of the [`Step::Look`] byte `c`, at `i`.
+fn look(sql: &[u8], i: usize, c: u8) -> Look {
     let next = sql.get(i + 1).copied();
-    match sql[i] {
+    match c {
         // A placeholder: `$` and its digits, nothing more.
         b'$' if next.is_some_and(|n| n.is_ascii_digit()) => {
             Look::Next(skip_while(sql, i + 1, |c| c.is_ascii_digit()))
