@@ -2,7 +2,8 @@
 //! the head of Bind, Describe, Close and Execute, and the statement/portal
 //! subtype they name. Errors carry PostgreSQL's wording.
 
-use super::reader::{split_nul, Reader};
+use super::reader::Reader;
+use crate::protocol::frontend::split_cstr;
 use crate::protocol::tags::target;
 use crate::protocol::Violation;
 
@@ -80,7 +81,7 @@ impl<'a> Parse<'a> {
     /// body), so this never fails today; it returns a `Result` so a caller
     /// handles it as it handles [`Parse::parse`].
     pub fn name_in_prefix(prefix: &'a [u8]) -> Result<Option<&'a [u8]>, Violation> {
-        Ok(split_nul(prefix).map(|(name, _)| name))
+        Ok(split_cstr(prefix).map(|(name, _)| name))
     }
 
     /// The `i`th parameter type OID, if the message gives that many.
@@ -111,10 +112,10 @@ impl<'a> BindHead<'a> {
     /// the server, which checks it. For the same reason as
     /// [`Parse::name_in_prefix`] this never fails today.
     pub fn parse(prefix: &'a [u8]) -> Result<Option<BindHead<'a>>, Violation> {
-        let Some((portal, after)) = split_nul(prefix) else {
+        let Some((portal, after)) = split_cstr(prefix) else {
             return Ok(None);
         };
-        let Some((statement, _)) = split_nul(after) else {
+        let Some((statement, _)) = split_cstr(after) else {
             return Ok(None);
         };
         Ok(Some(BindHead {

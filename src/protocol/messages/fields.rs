@@ -1,6 +1,6 @@
 //! The fields of an ErrorResponse or NoticeResponse.
 
-use super::reader::split_nul;
+use crate::protocol::frontend::split_cstr;
 use crate::protocol::tags::field;
 
 /// The fields of an ErrorResponse or NoticeResponse body; works on a truncated body
@@ -81,7 +81,7 @@ impl<'a> Iterator for FieldIter<'a> {
         if code == 0 {
             return None;
         }
-        let (value, rest) = split_nul(after)?;
+        let (value, rest) = split_cstr(after)?;
         self.rest = rest;
         Some((code, value))
     }

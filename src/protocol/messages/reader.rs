@@ -1,6 +1,7 @@
 //! The cursor every view reads its body with: `pqformat.c`'s checks and
 //! PostgreSQL's wording, and the prefix a server message's errors get.
 
+use crate::protocol::frontend::split_cstr;
 use crate::protocol::Violation;
 
 /// A cursor over a body with `pqformat.c`'s checks and wording.
@@ -49,7 +50,7 @@ impl<'a> Reader<'a> {
     /// `pq_getmsgstring`: the string must end with a NUL inside the message.
     pub(super) fn cstr(&mut self) -> Result<&'a [u8], Violation> {
         let (s, rest) =
-            split_nul(self.rest).ok_or_else(|| Violation::new("invalid string in message"))?;
+            split_cstr(self.rest).ok_or_else(|| Violation::new("invalid string in message"))?;
         self.rest = rest;
         Ok(s)
     }
@@ -62,12 +63,6 @@ impl<'a> Reader<'a> {
             Err(Violation::new("invalid message format"))
         }
     }
-}
-
-/// Splits off a NUL-terminated string (the NUL dropped).
-pub(super) fn split_nul(b: &[u8]) -> Option<(&[u8], &[u8])> {
-    let nul = memchr::memchr(0, b)?;
-    Some((b.get(..nul)?, b.get(nul + 1..)?))
 }
 
 /// Names the server message a [`Reader`] error came from.
