@@ -11,11 +11,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 
-use atomic_waker::AtomicWaker;
-use std::task::{Context, Poll, Wake, Waker};
+use super::signal::Signal;
 
 pin_project_lite::pin_project! {
     /// `inner`, polled only on its first poll and after it asked to be
@@ -32,38 +31,18 @@ pin_project_lite::pin_project! {
 /// relay direction and lends it to each relay in turn, so a transaction's
 /// relay allocates nothing for its gates.
 pub struct Gate {
-    state: Arc<GateState>,
+    /// Raised when the inner future's waker is used; its waiter is who
+    /// polls the gate.
+    woken: Arc<Signal>,
     waker: Waker,
-}
-
-/// What the inner future's waker records.
-struct GateState {
-    /// The inner future's waker was used since its last poll.
-    woken: AtomicBool,
-    /// Who polls the gate.
-    outer: AtomicWaker,
-}
-
-impl Wake for GateState {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.outer.wake();
-    }
 }
 
 impl Default for Gate {
     fn default() -> Self {
-        let state = Arc::new(GateState {
-            woken: AtomicBool::new(false),
-            outer: AtomicWaker::new(),
-        });
+        let woken = Arc::new(Signal::default());
         Gate {
-            waker: Waker::from(state.clone()),
-            state,
+            waker: Waker::from(woken.clone()),
+            woken,
         }
     }
 }
@@ -85,9 +64,7 @@ impl<F: Future> Future for Gated<'_, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let state = &this.gate.state;
-        state.outer.register(cx.waker());
-        let woken = state.woken.swap(false, Ordering::AcqRel);
+        let woken = this.gate.woken.poll_take(cx).is_ready();
         if !std::mem::take(this.first) && !woken {
             return Poll::Pending;
         }
@@ -98,7 +75,7 @@ impl<F: Future> Future for Gated<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::sync::Mutex;
 
     use crate::test_waker::counting_waker;

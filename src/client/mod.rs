@@ -14,6 +14,7 @@ mod negotiate;
 mod params;
 pub(crate) mod relay;
 mod session;
+mod signal;
 mod stop;
 pub(crate) mod txn;
 

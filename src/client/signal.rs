@@ -1,49 +1,57 @@
-//! A wake-up one direction of the relay gives the other.
+//! A flag with one waiter, for wake-ups inside a client's task: the
+//! relay's directions signal each other with it, and a [`super::gate::Gate`]
+//! records with it that its future's waker was used.
 //!
 //! tokio's `Notify` takes its waiter list's lock at every poll of a
-//! registered `Notified`, and the server → client direction polls its
-//! signal at every wake, once a statement or more (callgrind: about 150
-//! instructions a poll, with `select!`'s random start). Both directions run
-//! in one task, so a flag and one waker slot are all a signal needs.
+//! registered `Notified`, and the relay polls its signals at every wake,
+//! once a statement or more (callgrind: about 150 instructions a poll,
+//! with `select!`'s random start). Within one task a flag and one waker
+//! slot are all a signal needs.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake};
 
 use atomic_waker::AtomicWaker;
 
 /// A raised-or-not flag with one waiter: raising it before anyone waits
 /// is kept, as `Notify::notify_one` keeps a permit.
 #[derive(Default)]
-pub(super) struct Signal {
+pub(crate) struct Signal {
     raised: AtomicBool,
     waiter: AtomicWaker,
 }
 
 impl Signal {
     /// Raises the flag and wakes the waiter, if one waits.
-    pub(super) fn raise(&self) {
+    #[inline]
+    pub(crate) fn raise(&self) {
         self.raised.store(true, Ordering::Release);
         self.waiter.wake();
     }
 
-    /// Ready (and lowered) if the flag was raised; otherwise the waker is
-    /// kept for the next [`Signal::raise`].
-    pub(super) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.raised.swap(false, Ordering::AcqRel) {
-            return Poll::Ready(());
-        }
+    /// Ready (and lowered) if the flag was raised. The waker is kept for
+    /// the next [`Signal::raise`] either way: registered before the flag
+    /// is read, so a raise in between is seen now or wakes it.
+    #[inline]
+    pub(crate) fn poll_take(&self, cx: &mut Context<'_>) -> Poll<()> {
         self.waiter.register(cx.waker());
-        // A raise between the check and the registration woke nobody.
         if self.raised.swap(false, Ordering::AcqRel) {
             Poll::Ready(())
         } else {
             Poll::Pending
         }
     }
+}
 
-    /// Waits for the flag and lowers it.
-    pub(super) async fn taken(&self) {
-        std::future::poll_fn(|cx| self.poll_take(cx)).await
+/// A signal as a waker: using it raises the signal.
+impl Wake for Signal {
+    fn wake(self: Arc<Self>) {
+        self.raise();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.raise();
     }
 }
 

@@ -18,7 +18,6 @@
 mod down;
 mod follow;
 mod meter;
-mod signal;
 mod up;
 
 use crate::client::gate::{Gate, Gated};
@@ -28,7 +27,7 @@ use std::time::Duration;
 
 use tokio::sync::Notify;
 
-use signal::Signal;
+use crate::client::signal::Signal;
 
 pub use follow::Follow;
 pub(crate) use meter::Progress;

@@ -15,7 +15,7 @@ use super::{Flags, Meter, Progress, RelayEnd, Shared, TxnEnd};
 use crate::backend::{BackendError, ParamSet, PoolerStatement, TxStatus};
 use crate::protocol::scan::Scanner;
 use crate::protocol::FrameBuf;
-use crate::stream::{fill, poll_fill, ReadHalf, WriteHalf};
+use crate::stream::{poll_fill, ReadHalf, WriteHalf};
 use scan::Chunk;
 
 pub(super) struct Down<'s, 'b> {
@@ -106,15 +106,23 @@ impl Down<'_, '_> {
                 continue;
             }
             let own = self.own_statement_deadline(&mut own_since);
+            // Replies the pooler owes may come due while the server is
+            // quiet: they are taken first, and the next pass sends them.
+            let watch_due =
+                own.is_some() || self.answers || self.flags.queued_unsent.load(Ordering::Relaxed);
+            let read = std::future::poll_fn(|cx| {
+                if watch_due && self.flags.due.poll_take(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                poll_fill(br, cx, buf).map(Some)
+            });
             let read = match own {
                 // The server is answering the pooler's own SET, Parse or
                 // Close now, ahead of the client's messages: bounded, so a
                 // server that stops answering does not hold the client.
-                Some(at) => tokio::select! {
-                    biased;
-                    _ = self.flags.due.taken() => continue,
-                    r = fill(br, buf) => r,
-                    _ = tokio::time::sleep_until(at) => {
+                Some(at) => match tokio::time::timeout_at(at, read).await {
+                    Ok(r) => r,
+                    Err(_) => {
                         let e = BackendError::CommandTimeout {
                             what: PoolerStatement::Prepared,
                             timeout: self.command_timeout,
@@ -122,18 +130,10 @@ impl Down<'_, '_> {
                         return TxnEnd::Ended(RelayEnd::BackendGone(e.to_string()));
                     }
                 },
-                None if self.answers || self.flags.queued_unsent.load(Ordering::Relaxed) => {
-                    // Replies come due first: the next pass sends them.
-                    let read = std::future::poll_fn(|cx| match self.flags.due.poll_take(cx) {
-                        Poll::Ready(()) => Poll::Ready(None),
-                        Poll::Pending => poll_fill(br, cx, buf).map(Some),
-                    });
-                    match read.await {
-                        Some(r) => r,
-                        None => continue,
-                    }
-                }
-                None => fill(br, buf).await,
+                None => read.await,
+            };
+            let Some(read) = read else {
+                continue;
             };
             if let Err(e) = read {
                 if fatal {
