@@ -19,8 +19,8 @@ pub fn cleartext_verify(secret: &Secret, user: &str, password: &str) -> bool {
         }
         Secret::Scram(scram) => {
             let got = ScramSecret::from_password(password, &scram.salt, scram.iterations);
-            crypto::ct_eq(&got.stored_key, &scram.stored_key)
-                && crypto::ct_eq(&got.server_key, &scram.server_key)
+            crypto::ct_eq(got.stored_key.bytes(), scram.stored_key.bytes())
+                && crypto::ct_eq(got.server_key.bytes(), scram.server_key.bytes())
         }
     }
 }

@@ -8,7 +8,7 @@ use std::{fmt, mem};
 use rand::RngCore;
 
 use super::channel_binding::Gs2;
-use super::crypto::{self, KEY_LEN};
+use super::crypto::{self, MacKey, KEY_LEN};
 pub use super::scram_error::ScramError;
 use super::scram_plus::{self, ServerBinding};
 use super::secret::{ScramSecret, SCRAM_DEFAULT_ITERATIONS, SCRAM_DEFAULT_SALT_LEN};
@@ -287,15 +287,15 @@ impl ScramServer {
             b",",
             without_proof.as_bytes(),
         ];
-        let client_signature = crypto::hmac(&self.secret.stored_key, &auth_message);
+        let client_signature = self.secret.stored_key.sign(&auth_message);
         let client_key = crypto::xor(&proof, &client_signature);
         let stored_key = crypto::sha256(&[&client_key]);
         // The doomed check comes after the same work, so timing does not
         // reveal whether the user exists.
-        if !crypto::ct_eq(&stored_key, &self.secret.stored_key) | self.doomed {
+        if !crypto::ct_eq(&stored_key, self.secret.stored_key.bytes()) | self.doomed {
             return Err(ScramError::InvalidProof);
         }
-        let server_signature = crypto::hmac(&self.secret.server_key, &auth_message);
+        let server_signature = self.secret.server_key.sign(&auth_message);
         Ok(ScramSuccess {
             server_final: format!("v={}", crypto::b64_encode(&server_signature)).into_bytes(),
             client_key,
@@ -308,12 +308,22 @@ impl ScramServer {
 /// same unknown user twice gives the same salt, as for a real user.
 fn mock_secret(user: &str, seed: &[u8; 32]) -> ScramSecret {
     let digest = crypto::sha256(&[user.as_bytes(), seed]);
-    let mut stored_key = [0u8; KEY_LEN];
-    rand::rngs::OsRng.fill_bytes(&mut stored_key);
+    let (stored_key, server_key) = MOCK_KEYS
+        .get_or_init(|| {
+            let mut stored_key = [0u8; KEY_LEN];
+            rand::rngs::OsRng.fill_bytes(&mut stored_key);
+            (MacKey::new(stored_key), MacKey::new([0; KEY_LEN]))
+        })
+        .clone();
     ScramSecret {
         iterations: SCRAM_DEFAULT_ITERATIONS,
         salt: digest[..SCRAM_DEFAULT_SALT_LEN].to_vec(),
         stored_key,
-        server_key: [0; KEY_LEN],
+        server_key,
     }
 }
+
+/// The keys of every mock exchange, keyed once as a real secret's are, so
+/// an unknown user's exchange costs what a known user's does. A random
+/// StoredKey no proof can match (the exchange is doomed anyway).
+static MOCK_KEYS: std::sync::OnceLock<(MacKey, MacKey)> = std::sync::OnceLock::new();

@@ -72,7 +72,7 @@ impl ScramCredential {
             iterations: secret.iterations,
             keys: ScramKeys {
                 client_key,
-                server_key: secret.server_key,
+                server_key: *secret.server_key.bytes(),
             },
         }
     }

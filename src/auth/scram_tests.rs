@@ -372,7 +372,7 @@ fn server_final_is_checked() {
     // A server that knows the StoredKey but not the ServerKey cannot pass.
     let (mut client, _) = ready();
     let mut impostor = secret.clone();
-    impostor.server_key = [0; 32];
+    impostor.server_key = crypto::MacKey::new([0; 32]);
     let mut server = server(Some(impostor));
     let (mut other, first) = ScramClient::new(Gs2::No);
     other

@@ -7,7 +7,7 @@ use std::fmt;
 use md5::{Digest, Md5};
 use rand::RngCore;
 
-use super::crypto::{self, KEY_LEN};
+use super::crypto::{self, MacKey, KEY_LEN};
 
 /// Salt length PostgreSQL uses for new SCRAM secrets (SCRAM_DEFAULT_SALT_LEN).
 pub const SCRAM_DEFAULT_SALT_LEN: usize = 16;
@@ -31,16 +31,17 @@ pub struct ScramSecret {
     pub iterations: u32,
     /// The salt, raw bytes.
     pub salt: Vec<u8>,
-    /// StoredKey = H(ClientKey).
-    pub stored_key: [u8; KEY_LEN],
-    /// ServerKey = HMAC(SaltedPassword, "Server Key").
-    pub server_key: [u8; KEY_LEN],
+    /// StoredKey = H(ClientKey), keyed for the ClientSignature.
+    pub stored_key: MacKey,
+    /// ServerKey = HMAC(SaltedPassword, "Server Key"), keyed for the
+    /// ServerSignature.
+    pub server_key: MacKey,
 }
 
 impl ScramSecret {
     /// Whether `client_key` is this secret's (StoredKey = H(ClientKey)).
     pub fn proves(&self, client_key: &[u8; KEY_LEN]) -> bool {
-        crypto::ct_eq(&crypto::sha256(&[client_key]), &self.stored_key)
+        crypto::ct_eq(&crypto::sha256(&[client_key]), self.stored_key.bytes())
     }
 
     /// Parses `SCRAM-SHA-256$<iter>:<base64 salt>$<base64 StoredKey>:<base64 ServerKey>`.
@@ -74,8 +75,8 @@ impl ScramSecret {
         Ok(ScramSecret {
             iterations,
             salt,
-            stored_key,
-            server_key,
+            stored_key: MacKey::new(stored_key),
+            server_key: MacKey::new(server_key),
         })
     }
 
@@ -86,8 +87,8 @@ impl ScramSecret {
         ScramSecret {
             iterations,
             salt: salt.to_vec(),
-            stored_key: crypto::sha256(&[&crypto::client_key(&salted)]),
-            server_key: crypto::server_key(&salted),
+            stored_key: MacKey::new(crypto::sha256(&[&crypto::client_key(&salted)])),
+            server_key: MacKey::new(crypto::server_key(&salted)),
         }
     }
 
@@ -104,8 +105,8 @@ impl ScramSecret {
             "{SCRAM_PREFIX}{}:{}${}:{}",
             self.iterations,
             crypto::b64_encode(&self.salt),
-            crypto::b64_encode(&self.stored_key),
-            crypto::b64_encode(&self.server_key)
+            crypto::b64_encode(self.stored_key.bytes()),
+            crypto::b64_encode(self.server_key.bytes())
         )
     }
 }
@@ -353,8 +354,8 @@ mod tests {
             assert!(!debug.contains("hunter2"));
             assert!(!debug.contains("md5") || debug.contains("Md5"));
             if let Some(scram) = secret.scram() {
-                assert!(!debug.contains(&crypto::b64_encode(&scram.stored_key)));
-                assert!(!debug.contains(&format!("{:?}", scram.stored_key)));
+                assert!(!debug.contains(&crypto::b64_encode(scram.stored_key.bytes())));
+                assert!(!debug.contains(&format!("{:?}", scram.stored_key.bytes())));
             }
         }
     }
