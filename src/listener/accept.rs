@@ -5,7 +5,9 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use socket2::SockAddr;
 use tokio::io::unix::AsyncFd;
@@ -14,35 +16,59 @@ use tokio::io::Interest;
 use crate::stream::Socket;
 
 /// A listening socket (TCP or Unix), registered for readability.
-pub struct Listening(AsyncFd<OwnedFd>);
+pub struct Listening {
+    fd: AsyncFd<OwnedFd>,
+    /// The queue of connections was found empty at least once.
+    drained: AtomicBool,
+}
 
 impl Listening {
     /// Takes a bound, listening, non-blocking socket.
     pub fn new(fd: OwnedFd) -> io::Result<Listening> {
         // SAFETY: the OwnedFd is open and the AsyncFd owns it until dropped.
-        unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
-            .map(Listening)
-            .map_err(|e| e.into_parts().1)
+        let fd = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }
+            .map_err(|e| e.into_parts().1)?;
+        Ok(Listening {
+            fd,
+            drained: AtomicBool::new(false),
+        })
     }
 
     /// The next connection and its peer's address.
     pub async fn accept(&self) -> io::Result<(Socket, SockAddr)> {
         loop {
-            let mut guard = self.0.readable().await?;
+            let mut guard = self.fd.readable().await?;
             match guard.try_io(|l| accept4(l.as_raw_fd())) {
                 Ok(Ok((fd, addr))) => return Ok((Socket::new(fd)?, addr)),
                 Ok(Err(e)) => return Err(e),
-                Err(_would_block) => continue,
+                Err(_would_block) => {
+                    self.drained.store(true, Ordering::Relaxed);
+                    continue;
+                }
             }
         }
     }
 
+    /// Whether every connection accepted from now on was made after this
+    /// was built: the queue has been found empty since. The ones made
+    /// before (a socket inherited from a service manager or an earlier
+    /// process holds them) carry the listener's options of that time.
+    pub fn drained(&self) -> bool {
+        self.drained.load(Ordering::Relaxed)
+    }
+
     /// The TCP address the socket listens on, if it is a TCP one.
     pub fn local_tcp_addr(&self) -> Option<SocketAddr> {
-        socket2::SockRef::from(self.0.get_ref())
+        socket2::SockRef::from(self.fd.get_ref())
             .local_addr()
             .ok()?
             .as_socket()
+    }
+}
+
+impl AsFd for Listening {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.get_ref().as_fd()
     }
 }
 
