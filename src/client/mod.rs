@@ -217,9 +217,10 @@ async fn farewell(stream: &mut Stream, result: Result<(), ClientError>) {
             let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&out)).await;
         }
     }
-    // A plain socket is simply closed on drop.
+    // A plain socket is simply closed on drop, a TLS one after its
+    // close_notify.
     if stream.is_tls() {
-        let _ = tokio::time::timeout(Duration::from_secs(1), stream.shutdown()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.close_notify()).await;
     }
 }
 

@@ -16,7 +16,7 @@ use crate::protocol::frontend::{parse_startup, StartupMessage, StartupRequest};
 use crate::protocol::proxy;
 use crate::protocol::tags::encryption;
 use crate::protocol::{server, FrameBuf, PgError, Violation, MAX_STARTUP_PACKET, PROTOCOL_3_0};
-use crate::stream::{read_startup, ReadError, Stream};
+use crate::stream::{fill, read_startup, ReadError, Stream};
 use crate::tls::policy::refuse_plain_startup;
 use crate::tls::{alpn, Acceptor};
 use std::time::Instant;
@@ -47,13 +47,17 @@ pub async fn negotiate(
     let mut ssl_done = false;
     let mut gss_done = false;
     let tls = acceptor.filter(|_| policy != SslMode::Disable);
-    // Only where TLS may be had is the first byte looked at (one peek per
-    // connection); elsewhere a ClientHello fails as a startup packet below,
-    // and the client gets the same silent close PostgreSQL gives it.
+    // Only where TLS may be had is the first byte looked at; elsewhere a
+    // ClientHello fails as a startup packet below, and the client gets the
+    // same silent close PostgreSQL gives it.
     if let Some(acceptor) = tls {
-        if first_byte(stream).await? == encryption::TLS_HANDSHAKE_RECORD {
+        if first_byte(stream, buf).await? == encryption::TLS_HANDSHAKE_RECORD {
             timings.first_packet = accepted_at.elapsed();
-            direct_tls(stream, acceptor, timings).await?;
+            // The read took the ClientHello's first bytes: the handshake
+            // starts from them.
+            direct_tls(stream, acceptor, buf.readable(), timings).await?;
+            let read = buf.readable().len();
+            buf.consume(read);
             // What follows is what follows SSLRequest and its handshake.
             ssl_done = true;
         }
@@ -83,7 +87,7 @@ pub async fn negotiate(
                 match tls {
                     Some(acceptor) => {
                         stream.write_all(&[encryption::SSL_ACCEPTED]).await?;
-                        accept_tls(stream, acceptor, timings).await?;
+                        accept_tls(stream, acceptor, &[], timings).await?;
                     }
                     None => stream.write_all(&[encryption::DECLINED]).await?,
                 }
@@ -136,11 +140,12 @@ fn refuse_early_data(buf: &FrameBuf) -> Result<(), ClientError> {
 async fn accept_tls(
     stream: &mut Stream,
     acceptor: &Acceptor,
+    early: &[u8],
     timings: &mut LoginTimings,
 ) -> Result<(), ClientError> {
     let started = Instant::now();
     stream
-        .accept_tls(acceptor)
+        .accept_tls(acceptor, early)
         .await
         .map_err(|e| match e.kind() {
             io::ErrorKind::UnexpectedEof => ClientError::Gone,
@@ -159,30 +164,25 @@ async fn accept_tls(
 async fn direct_tls(
     stream: &mut Stream,
     acceptor: &Acceptor,
+    hello: &[u8],
     timings: &mut LoginTimings,
 ) -> Result<(), ClientError> {
-    accept_tls(stream, acceptor, timings).await?;
+    accept_tls(stream, acceptor, hello, timings).await?;
     alpn::check_direct_client(stream).map_err(|why| ClientError::TlsHandshake(why.into()))?;
     tracing::debug!("direct SSL connection accepted");
     Ok(())
 }
 
-/// The first byte the client sent, left on the socket for whoever reads
-/// next (the TLS handshake or the startup packet reader).
-async fn first_byte(stream: &Stream) -> Result<u8, ClientError> {
-    let mut byte = [0u8; 1];
-    let n = match stream {
-        Stream::Tcp(s) | Stream::Unix(s) => s.peek(&mut byte).await?,
-        // Negotiation starts on the accepted socket itself.
-        Stream::Tls(_) | Stream::Detached(_) => {
-            return Err(io::Error::from(io::ErrorKind::NotConnected).into())
-        }
-    };
-    // As PostgreSQL: a peer that sends nothing at all is not worth a log line.
-    if n == 0 {
-        return Err(ClientError::Gone);
+/// The first byte the client sent, read into `buf` with whatever came with
+/// it, for whoever reads next (the TLS handshake or the startup packet
+/// reader): one read, where a peek and then the read cost two system calls.
+async fn first_byte(stream: &mut Stream, buf: &mut FrameBuf) -> Result<u8, ClientError> {
+    if buf.is_empty() {
+        // As PostgreSQL: a peer that sends nothing at all is not worth a
+        // log line (an end of file is ClientError::Gone).
+        fill(stream, buf).await?;
     }
-    Ok(byte[0])
+    buf.readable().first().copied().ok_or(ClientError::Gone)
 }
 
 /// The reason to log for a direct TLS client where TLS is off (no

@@ -189,14 +189,28 @@ impl Stream {
     }
 
     /// Runs the server side of a TLS handshake on this socket.
-    pub async fn accept_tls(&mut self, acceptor: &openssl::ssl::SslAcceptor) -> io::Result<()> {
+    pub async fn accept_tls(
+        &mut self,
+        acceptor: &openssl::ssl::SslAcceptor,
+        early: &[u8],
+    ) -> io::Result<()> {
         let ssl = tls::session(acceptor.context())?;
         let mut tls = self.detach_for_tls(ssl)?;
-        tls.accept()
+        tls.accept(early)
             .await
             .map_err(|e| tls_reason::handshake_failure(&e))?;
         *self = Stream::Tls(tls);
         Ok(())
+    }
+
+    /// Ends a connection about to be closed: a TLS one with close_notify
+    /// (no shutdown of the socket first: closing it sends the FIN);
+    /// nothing for a plain one.
+    pub async fn close_notify(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Tls(tls) => std::future::poll_fn(|cx| tls.poll_close_notify(cx)).await,
+            _ => Ok(()),
+        }
     }
 
     /// Takes the plain socket out (leaving [`Stream::Detached`]) and puts

@@ -117,6 +117,10 @@ struct Call<'a, 'b> {
     read: SocketRead<'a>,
     write: SocketWrite<'a>,
     cx: &'a mut Context<'b>,
+    /// The peer's bytes read off the socket before the handshake, which
+    /// reads take before the socket's; and how many of them were taken.
+    early: &'a [u8],
+    early_taken: usize,
     /// The socket's error, for the caller.
     error: Option<io::Error>,
     /// A read or write is waiting for the socket: the task will be woken.
@@ -180,21 +184,57 @@ impl TlsStream {
         &self.socket
     }
 
-    /// Runs the server side of the handshake.
-    pub async fn accept(&mut self) -> Result<(), TlsError> {
+    /// Runs the server side of the handshake. `early` is what the client
+    /// sent that was already read off the socket (the start of a direct
+    /// TLS ClientHello): the handshake reads it first.
+    pub async fn accept(&mut self, mut early: &[u8]) -> Result<(), TlsError> {
         self.ssl.set_accept_state();
-        std::future::poll_fn(|cx| self.poll_handshake(cx)).await
+        std::future::poll_fn(|cx| self.poll_handshake(cx, &mut early)).await?;
+        if !early.is_empty() {
+            // Only a ClientHello comes before the server's answer: more
+            // would be records sent blind, which nobody reads.
+            return Err(TlsError {
+                code: ErrorCode::SSL,
+                cause: Some(Cause::Io(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "the client sent data before the handshake ended",
+                ))),
+            });
+        }
+        Ok(())
+    }
+
+    /// Sends close_notify, without waiting for the peer's: all a
+    /// connection about to be closed needs (closing the socket ends its
+    /// sending side too).
+    pub fn poll_close_notify(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let step = self.step(cx, &mut &[][..], |ssl| {
+            // SAFETY: the SSL is live for the call.
+            let ret = unsafe { ffi::SSL_shutdown(ssl) };
+            // 0 (sent) and 1 (both sides closed) are both done for a sender.
+            (if ret >= 0 { 1 } else { ret }, ())
+        });
+        match step {
+            Step::Done(()) => Poll::Ready(Ok(())),
+            Step::Blocked => Poll::Pending,
+            Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => Poll::Ready(Ok(())),
+            Step::Failed(e) => Poll::Ready(Err(e.into_io())),
+        }
     }
 
     /// Runs the client side of the handshake.
     pub async fn connect(&mut self) -> Result<(), TlsError> {
         self.ssl.set_connect_state();
-        std::future::poll_fn(|cx| self.poll_handshake(cx)).await
+        std::future::poll_fn(|cx| self.poll_handshake(cx, &mut &[][..])).await
     }
 
-    fn poll_handshake(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), TlsError>> {
+    fn poll_handshake(
+        &mut self,
+        cx: &mut Context<'_>,
+        early: &mut &[u8],
+    ) -> Poll<Result<(), TlsError>> {
         // SAFETY: the SSL is live for the call.
-        match self.step(cx, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
+        match self.step(cx, early, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
             Step::Done(()) => Poll::Ready(Ok(())),
             Step::Blocked => Poll::Pending,
             Step::Failed(e) => Poll::Ready(Err(e)),
@@ -202,19 +242,24 @@ impl TlsStream {
     }
 
     /// Runs one OpenSSL operation with the BIO pointed at this call's
-    /// socket halves and task context; `op` returns OpenSSL's return value
-    /// (positive for success) and its result.
+    /// socket halves, task context and bytes read early (what the BIO
+    /// takes of them is gone from `early` after); `op` returns OpenSSL's
+    /// return value (positive for success) and its result.
     fn step<T>(
         &mut self,
         cx: &mut Context<'_>,
+        early: &mut &[u8],
         op: impl FnOnce(*mut ffi::SSL) -> (c_int, T),
     ) -> Step<T> {
         let ssl = self.ssl.as_ptr();
         let (read, write) = self.socket.split();
+        let early_bytes: &[u8] = std::mem::take(early);
         let mut call = Call {
             read,
             write,
             cx,
+            early: early_bytes,
+            early_taken: 0,
             error: None,
             blocked: false,
         };
@@ -228,6 +273,7 @@ impl TlsStream {
             ffi::BIO_set_data(bio, ptr::null_mut());
             ret
         };
+        *early = &early_bytes[call.early_taken..];
         if ret.0 > 0 {
             return Step::Done(ret.1);
         }
@@ -272,7 +318,7 @@ impl AsyncRead for TlsStream {
         if dst.is_empty() {
             return Poll::Ready(Ok(()));
         }
-        let step = this.step(cx, |ssl| {
+        let step = this.step(cx, &mut &[][..], |ssl| {
             let mut n = 0usize;
             // SAFETY: `dst` is valid for its length for the call.
             let ret = unsafe { ffi::SSL_read_ex(ssl, dst.as_mut_ptr().cast(), dst.len(), &mut n) };
@@ -304,7 +350,7 @@ impl AsyncWrite for TlsStream {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let step = this.step(cx, |ssl| {
+        let step = this.step(cx, &mut &[][..], |ssl| {
             let mut n = 0usize;
             // SAFETY: `data` is valid for its length for the call; the
             // context's modes allow a retry with another buffer.
@@ -326,18 +372,7 @@ impl AsyncWrite for TlsStream {
     /// socket's sending side.
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let step = this.step(cx, |ssl| {
-            // SAFETY: the SSL is live for the call.
-            let ret = unsafe { ffi::SSL_shutdown(ssl) };
-            // 0 (sent) and 1 (both sides closed) are both done for a sender.
-            (if ret >= 0 { 1 } else { ret }, ())
-        });
-        match step {
-            Step::Done(()) => {}
-            Step::Blocked => return Poll::Pending,
-            Step::Failed(e) if e.code == ErrorCode::ZERO_RETURN => {}
-            Step::Failed(e) => return Poll::Ready(Err(e.into_io())),
-        }
+        std::task::ready!(this.poll_close_notify(cx))?;
         Pin::new(&mut this.socket).poll_shutdown(cx)
     }
 }
@@ -385,6 +420,15 @@ unsafe extern "C" fn bread(bio: *mut ffi::BIO, buf: *mut c_char, len: c_int) -> 
     ffi::BIO_clear_retry_flags(bio);
     let Some(call) = call(bio) else { return -1 };
     let len = usize::try_from(len).unwrap_or(0);
+    let early = &call.early[call.early_taken..];
+    if !early.is_empty() {
+        let n = early.len().min(len);
+        // SAFETY: OpenSSL hands a buffer valid for `len` bytes, and `n`
+        // is no more than `len` nor than the early bytes left.
+        ptr::copy_nonoverlapping(early.as_ptr(), buf.cast::<u8>(), n);
+        call.early_taken += n;
+        return c_int::try_from(n).unwrap_or(c_int::MAX);
+    }
     // SAFETY: OpenSSL hands a buffer valid for `len` bytes.
     let dst = std::slice::from_raw_parts_mut(buf.cast::<MaybeUninit<u8>>(), len);
     let mut dst = ReadBuf::uninit(dst);

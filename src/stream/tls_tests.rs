@@ -73,7 +73,7 @@ async fn connected() -> Result<(Stream, Stream)> {
     let acceptor = acceptor()?;
     let connector = connector()?;
     let (accepted, connected) = tokio::join!(
-        server.accept_tls(&acceptor),
+        server.accept_tls(&acceptor, &[]),
         client.connect_tls(&connector, "localhost", false, false)
     );
     accepted?;
@@ -143,7 +143,7 @@ async fn bytes_that_are_not_tls_fail_the_handshake_with_openssls_reason() -> Res
     };
     let mut peer = peer;
     peer.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await?;
-    let err = match server.accept_tls(&acceptor()?).await {
+    let err = match server.accept_tls(&acceptor()?, &[]).await {
         Ok(()) => return Err("an HTTP request passed for a ClientHello".into()),
         Err(e) => e,
     };
@@ -160,7 +160,7 @@ async fn bytes_that_are_not_tls_fail_the_handshake_with_openssls_reason() -> Res
 async fn a_peer_gone_before_its_hello_is_an_end_of_file() -> Result {
     let (mut server, client) = pair()?;
     drop(client);
-    let err = match server.accept_tls(&acceptor()?).await {
+    let err = match server.accept_tls(&acceptor()?, &[]).await {
         Ok(()) => return Err("a handshake with nobody".into()),
         Err(e) => e,
     };
@@ -171,7 +171,7 @@ async fn a_peer_gone_before_its_hello_is_an_end_of_file() -> Result {
 #[tokio::test]
 async fn a_stream_already_under_tls_refuses_a_second_layer() -> Result {
     let (mut server, _client) = connected().await?;
-    let err = match server.accept_tls(&acceptor()?).await {
+    let err = match server.accept_tls(&acceptor()?, &[]).await {
         Ok(()) => return Err("TLS inside TLS".into()),
         Err(e) => e,
     };
@@ -196,11 +196,102 @@ async fn only_a_unix_socket_under_tls_has_a_peer_uid() -> Result {
     let (mut client, mut server) = (tcp.remove(0), tcp.remove(0));
     let (acceptor, connector) = (acceptor()?, connector()?);
     let (accepted, connected) = tokio::join!(
-        server.accept_tls(&acceptor),
+        server.accept_tls(&acceptor, &[]),
         client.connect_tls(&connector, "localhost", false, false)
     );
     accepted?;
     connected?;
     assert!(server.peer_uid().is_none());
+    Ok(())
+}
+
+/// The client's first `cut` bytes, read off the server's socket as
+/// negotiation reads them (0: the whole first record, the ClientHello).
+async fn read_early(server: &mut Stream, cut: usize) -> Result<Vec<u8>> {
+    if cut > 0 {
+        let mut early = vec![0u8; cut];
+        server.read_exact(&mut early).await?;
+        return Ok(early);
+    }
+    let mut early = vec![0u8; 5];
+    server.read_exact(&mut early).await?;
+    let len = usize::from(u16::from_be_bytes([early[3], early[4]]));
+    early.resize(5 + len, 0);
+    server.read_exact(&mut early[5..]).await?;
+    Ok(early)
+}
+
+/// A client connecting in the background, handed back once it is done.
+fn connecting(mut client: Stream) -> Result<tokio::task::JoinHandle<io::Result<Stream>>> {
+    let connector = connector()?;
+    Ok(tokio::spawn(async move {
+        client
+            .connect_tls(&connector, "localhost", false, false)
+            .await
+            .map(|()| client)
+    }))
+}
+
+/// The server reads the client's first bytes itself (as negotiation does:
+/// one read tells a direct TLS client's record from a startup packet) and
+/// hands them to the handshake, which takes them before the socket's: cut
+/// anywhere, the handshake completes and bytes cross both ways.
+#[tokio::test]
+async fn a_handshake_starts_from_bytes_already_read() -> Result {
+    for cut in [1, 4, 5, 64, 0] {
+        let (mut server, client) = pair()?;
+        let client = connecting(client)?;
+        let early = read_early(&mut server, cut).await?;
+        server.accept_tls(&acceptor()?, &early).await?;
+        let mut client = client.await??;
+        client.write_all(b"ping").await?;
+        let mut got = [0u8; 4];
+        server.read_exact(&mut got).await?;
+        assert_eq!(&got, b"ping", "cut {cut}");
+        server.write_all(b"pong").await?;
+        client.read_exact(&mut got).await?;
+        assert_eq!(&got, b"pong", "cut {cut}");
+    }
+    Ok(())
+}
+
+/// Bytes read with the ClientHello that are not the ClientHello were sent
+/// before the client could know the server's answer: the handshake fails
+/// on them instead of taking them as the client's next records.
+#[tokio::test]
+async fn bytes_after_the_hello_fail_the_handshake() -> Result {
+    for extra in [
+        &b"\x17"[..],
+        b"\x17\x03\x03\x00\x01x",
+        b"\0\0\0\x08\x04\xd2\x16\x2f",
+    ] {
+        let (mut server, client) = pair()?;
+        let client = connecting(client)?;
+        let mut early = read_early(&mut server, 0).await?;
+        early.extend_from_slice(extra);
+        let accepted = tokio::time::timeout(
+            Duration::from_secs(10),
+            server.accept_tls(&acceptor()?, &early),
+        )
+        .await?;
+        assert!(accepted.is_err(), "{extra:?}");
+        drop(server);
+        let _ = client.await?;
+    }
+    Ok(())
+}
+
+/// A connection ended the way a client's session ends, close_notify and
+/// then the socket closed without a shutdown of its own, reads as a clean
+/// end on the peer, after every byte sent before.
+#[tokio::test]
+async fn close_notify_then_close_is_a_clean_end() -> Result {
+    let (mut server, mut client) = connected().await?;
+    server.write_all(b"bye").await?;
+    server.close_notify().await?;
+    drop(server);
+    let mut got = Vec::new();
+    client.read_to_end(&mut got).await?;
+    assert_eq!(got, b"bye");
     Ok(())
 }
