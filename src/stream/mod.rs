@@ -12,6 +12,7 @@ use crate::protocol::{Frame, FrameBuf, Violation};
 
 mod socket;
 mod tls;
+mod tls_bio;
 mod tls_reason;
 #[cfg(test)]
 mod tls_tests;

@@ -12,12 +12,10 @@
 //! a plain one does (reading only, writability asked for only while a send
 //! blocks).
 
-use std::ffi::{c_char, c_int, c_long, c_void};
+use std::ffi::c_int;
 use std::io;
-use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::ptr;
-use std::sync::OnceLock;
 use std::task::{Context, Poll};
 
 use foreign_types::{ForeignType as _, ForeignTypeRef as _};
@@ -26,20 +24,8 @@ use openssl::ssl::{ErrorCode, Ssl, SslContextRef, SslRef, SslVerifyMode};
 use openssl_sys as ffi;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::socket::{Socket, SocketRead, SocketWrite};
-
-// rust-openssl binds OpenSSL's setters under fixed names; AWS-LC's
-// bindings are its own headers'.
-#[cfg(feature = "aws-lc")]
-use ffi::{
-    BIO_meth_set_ctrl as meth_set_ctrl, BIO_meth_set_read as meth_set_read,
-    BIO_meth_set_write as meth_set_write,
-};
-#[cfg(not(feature = "aws-lc"))]
-use ffi::{
-    BIO_meth_set_ctrl__fixed_rust as meth_set_ctrl, BIO_meth_set_read__fixed_rust as meth_set_read,
-    BIO_meth_set_write__fixed_rust as meth_set_write,
-};
+use super::socket::Socket;
+use super::tls_bio::{method, Call};
 
 /// A TLS connection: OpenSSL's session object and the socket under it.
 /// Which transport carries it is not kept: it would widen every
@@ -110,22 +96,6 @@ impl std::fmt::Display for TlsError {
 }
 
 impl std::error::Error for TlsError {}
-
-/// What a BIO callback reaches through the BIO's data pointer, for one call
-/// into OpenSSL.
-struct Call<'a, 'b> {
-    read: SocketRead<'a>,
-    write: SocketWrite<'a>,
-    cx: &'a mut Context<'b>,
-    /// The peer's bytes read off the socket before the handshake, which
-    /// reads take before the socket's; and how many of them were taken.
-    early: &'a [u8],
-    early_taken: usize,
-    /// The socket's error, for the caller.
-    error: Option<io::Error>,
-    /// A read or write is waiting for the socket: the task will be woken.
-    blocked: bool,
-}
 
 /// How one step of OpenSSL ended.
 enum Step<T> {
@@ -204,11 +174,30 @@ impl TlsStream {
         Ok(())
     }
 
+    /// Runs the client side of the handshake.
+    pub async fn connect(&mut self) -> Result<(), TlsError> {
+        self.ssl.set_connect_state();
+        std::future::poll_fn(|cx| self.poll_handshake(cx, &mut &[][..])).await
+    }
+
+    fn poll_handshake(
+        &mut self,
+        cx: &mut Context<'_>,
+        early: &mut &[u8],
+    ) -> Poll<Result<(), TlsError>> {
+        // SAFETY: the SSL is live for the call.
+        match self.step_with(cx, early, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
+            Step::Done(()) => Poll::Ready(Ok(())),
+            Step::Blocked => Poll::Pending,
+            Step::Failed(e) => Poll::Ready(Err(e)),
+        }
+    }
+
     /// Sends close_notify, without waiting for the peer's: all a
     /// connection about to be closed needs (closing the socket ends its
     /// sending side too).
     pub fn poll_close_notify(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let step = self.step(cx, &mut &[][..], |ssl| {
+        let step = self.step(cx, |ssl| {
             // SAFETY: the SSL is live for the call.
             let ret = unsafe { ffi::SSL_shutdown(ssl) };
             // 0 (sent) and 1 (both sides closed) are both done for a sender.
@@ -222,30 +211,21 @@ impl TlsStream {
         }
     }
 
-    /// Runs the client side of the handshake.
-    pub async fn connect(&mut self) -> Result<(), TlsError> {
-        self.ssl.set_connect_state();
-        std::future::poll_fn(|cx| self.poll_handshake(cx, &mut &[][..])).await
-    }
-
-    fn poll_handshake(
+    /// Runs one OpenSSL operation with the BIO pointed at this call's
+    /// socket halves and task context; `op` returns OpenSSL's return value
+    /// (positive for success) and its result.
+    fn step<T>(
         &mut self,
         cx: &mut Context<'_>,
-        early: &mut &[u8],
-    ) -> Poll<Result<(), TlsError>> {
-        // SAFETY: the SSL is live for the call.
-        match self.step(cx, early, |ssl| (unsafe { ffi::SSL_do_handshake(ssl) }, ())) {
-            Step::Done(()) => Poll::Ready(Ok(())),
-            Step::Blocked => Poll::Pending,
-            Step::Failed(e) => Poll::Ready(Err(e)),
-        }
+        op: impl FnOnce(*mut ffi::SSL) -> (c_int, T),
+    ) -> Step<T> {
+        self.step_with(cx, &mut &[][..], op)
     }
 
-    /// Runs one OpenSSL operation with the BIO pointed at this call's
-    /// socket halves, task context and bytes read early (what the BIO
-    /// takes of them is gone from `early` after); `op` returns OpenSSL's
-    /// return value (positive for success) and its result.
-    fn step<T>(
+    /// [`TlsStream::step`] with bytes read early, which the BIO serves
+    /// before the socket's (what it takes of them is gone from `early`
+    /// after).
+    fn step_with<T>(
         &mut self,
         cx: &mut Context<'_>,
         early: &mut &[u8],
@@ -318,7 +298,7 @@ impl AsyncRead for TlsStream {
         if dst.is_empty() {
             return Poll::Ready(Ok(()));
         }
-        let step = this.step(cx, &mut &[][..], |ssl| {
+        let step = this.step(cx, |ssl| {
             let mut n = 0usize;
             // SAFETY: `dst` is valid for its length for the call.
             let ret = unsafe { ffi::SSL_read_ex(ssl, dst.as_mut_ptr().cast(), dst.len(), &mut n) };
@@ -350,7 +330,7 @@ impl AsyncWrite for TlsStream {
         if data.is_empty() {
             return Poll::Ready(Ok(0));
         }
-        let step = this.step(cx, &mut &[][..], |ssl| {
+        let step = this.step(cx, |ssl| {
             let mut n = 0usize;
             // SAFETY: `data` is valid for its length for the call; the
             // context's modes allow a retry with another buffer.
@@ -375,99 +355,4 @@ impl AsyncWrite for TlsStream {
         std::task::ready!(this.poll_close_notify(cx))?;
         Pin::new(&mut this.socket).poll_shutdown(cx)
     }
-}
-
-/// The process's one BIO method (never freed: every stream may use it).
-struct Method(*mut ffi::BIO_METHOD);
-
-// SAFETY: the method is written once, before it is shared, and only read
-// by OpenSSL afterwards.
-unsafe impl Send for Method {}
-// SAFETY: as above.
-unsafe impl Sync for Method {}
-
-fn method() -> io::Result<&'static Method> {
-    static METHOD: OnceLock<Option<Method>> = OnceLock::new();
-    METHOD
-        .get_or_init(|| {
-            // SAFETY: a new method is exclusively ours until it is stored;
-            // the callbacks match OpenSSL's signatures.
-            unsafe {
-                let m = ffi::BIO_meth_new(ffi::BIO_TYPE_NONE, c"pgharbor".as_ptr());
-                if m.is_null() {
-                    return None;
-                }
-                let ok = meth_set_write(m, Some(bwrite)) == 1
-                    && meth_set_read(m, Some(bread)) == 1
-                    && meth_set_ctrl(m, Some(ctrl)) == 1;
-                ok.then_some(Method(m))
-            }
-        })
-        .as_ref()
-        .ok_or_else(|| io::Error::other("OpenSSL could not make a BIO method"))
-}
-
-/// The call a BIO is serving, or None outside one.
-///
-/// # Safety
-/// `bio` is a BIO of this method; its data is null or points at a live
-/// `Call` (set by [`TlsStream::step`]).
-unsafe fn call<'c>(bio: *mut ffi::BIO) -> Option<&'c mut Call<'c, 'c>> {
-    ffi::BIO_get_data(bio).cast::<Call<'c, 'c>>().as_mut()
-}
-
-unsafe extern "C" fn bread(bio: *mut ffi::BIO, buf: *mut c_char, len: c_int) -> c_int {
-    ffi::BIO_clear_retry_flags(bio);
-    let Some(call) = call(bio) else { return -1 };
-    let len = usize::try_from(len).unwrap_or(0);
-    let early = &call.early[call.early_taken..];
-    if !early.is_empty() {
-        let n = early.len().min(len);
-        // SAFETY: OpenSSL hands a buffer valid for `len` bytes, and `n`
-        // is no more than `len` nor than the early bytes left.
-        ptr::copy_nonoverlapping(early.as_ptr(), buf.cast::<u8>(), n);
-        call.early_taken += n;
-        return c_int::try_from(n).unwrap_or(c_int::MAX);
-    }
-    // SAFETY: OpenSSL hands a buffer valid for `len` bytes.
-    let dst = std::slice::from_raw_parts_mut(buf.cast::<MaybeUninit<u8>>(), len);
-    let mut dst = ReadBuf::uninit(dst);
-    match Pin::new(&mut call.read).poll_read(call.cx, &mut dst) {
-        Poll::Ready(Ok(())) => c_int::try_from(dst.filled().len()).unwrap_or(c_int::MAX),
-        Poll::Ready(Err(e)) => {
-            call.error = Some(e);
-            -1
-        }
-        Poll::Pending => {
-            call.blocked = true;
-            ffi::BIO_set_retry_read(bio);
-            -1
-        }
-    }
-}
-
-unsafe extern "C" fn bwrite(bio: *mut ffi::BIO, buf: *const c_char, len: c_int) -> c_int {
-    ffi::BIO_clear_retry_flags(bio);
-    let Some(call) = call(bio) else { return -1 };
-    let len = usize::try_from(len).unwrap_or(0);
-    // SAFETY: OpenSSL hands bytes valid for `len`.
-    let data = std::slice::from_raw_parts(buf.cast::<u8>(), len);
-    match Pin::new(&mut call.write).poll_write(call.cx, data) {
-        Poll::Ready(Ok(n)) => c_int::try_from(n).unwrap_or(c_int::MAX),
-        Poll::Ready(Err(e)) => {
-            call.error = Some(e);
-            -1
-        }
-        Poll::Pending => {
-            call.blocked = true;
-            ffi::BIO_set_retry_write(bio);
-            -1
-        }
-    }
-}
-
-unsafe extern "C" fn ctrl(_: *mut ffi::BIO, cmd: c_int, _: c_long, _: *mut c_void) -> c_long {
-    // Writes go straight to the socket: there is nothing to flush. Every
-    // other control is unsupported, as in rust-openssl's BIO.
-    c_long::from(cmd == ffi::BIO_CTRL_FLUSH)
 }
