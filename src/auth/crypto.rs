@@ -13,8 +13,17 @@ pub(crate) const KEY_LEN: usize = 32;
 
 /// HMAC-SHA-256 over the concatenation of `parts`.
 pub(crate) fn hmac(key: &[u8], parts: &[&[u8]]) -> [u8; KEY_LEN] {
+    finish(keyed(key), parts)
+}
+
+/// An HMAC-SHA-256 state keyed with `key`.
+fn keyed(key: &[u8]) -> Hmac<Sha256> {
     // HMAC accepts keys of any length (long keys are hashed), so this cannot fail.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length")
+}
+
+/// Hashes `parts` into a keyed state and returns the MAC.
+fn finish(mut mac: Hmac<Sha256>, parts: &[&[u8]]) -> [u8; KEY_LEN] {
     for part in parts {
         mac.update(part);
     }
@@ -34,9 +43,10 @@ pub struct MacKey {
 impl MacKey {
     /// Keys the HMAC state once.
     pub fn new(key: [u8; KEY_LEN]) -> MacKey {
-        // HMAC accepts keys of any length, so this cannot fail.
-        let keyed = <Hmac<Sha256> as Mac>::new_from_slice(&key).expect("HMAC takes any key length");
-        MacKey { key, keyed }
+        MacKey {
+            key,
+            keyed: keyed(&key),
+        }
     }
 
     /// The key itself.
@@ -47,11 +57,7 @@ impl MacKey {
     /// HMAC-SHA-256 under this key over the concatenation of `parts`; the
     /// same as [`hmac`] with [`MacKey::bytes`].
     pub fn sign(&self, parts: &[&[u8]]) -> [u8; KEY_LEN] {
-        let mut mac = self.keyed.clone();
-        for part in parts {
-            mac.update(part);
-        }
-        mac.finalize().into_bytes().into()
+        finish(self.keyed.clone(), parts)
     }
 }
 
