@@ -25,7 +25,7 @@ Profiles (--profile NAME; options given explicitly override the profile's):
             persistent64 and tpcb64) over the Unix socket and TCP, both
             poolers in transaction mode with pool size 20, PostgreSQL direct
             with 64 connections, 3 rounds; then the memory per idle client
-            with 10000 idle clients, plain and TLS: about 20 minutes
+            with 10000 idle clients, plain and TLS: about 25 minutes
 
 Workloads (tps unless said otherwise):
   connect       pgbench -n -S -C -c 1 -T <time>  (a new connection per transaction)
