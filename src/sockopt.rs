@@ -45,11 +45,7 @@ pub fn apply(sock: &impl std::os::fd::AsFd, opts: &TcpOptions) -> io::Result<()>
 pub fn set_on_listener(listener: &impl std::os::fd::AsFd, opts: &TcpOptions) -> Option<TcpOptions> {
     let s = SockRef::from(listener);
     s.set_nodelay(true).ok()?;
-    let tuned = opts.keepalive_idle.is_some()
-        || opts.keepalive_interval.is_some()
-        || opts.keepalive_count.is_some()
-        || opts.user_timeout.is_some();
-    if tuned {
+    if opts.tuned() {
         return None;
     }
     s.set_keepalive(opts.keepalive == Keepalive::On).ok()?;

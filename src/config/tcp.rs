@@ -42,6 +42,17 @@ pub struct TcpOptions {
     pub user_timeout: Option<Duration>,
 }
 
+impl TcpOptions {
+    /// Whether any keepalive timing or the user timeout is set, not only
+    /// SO_KEEPALIVE on or off.
+    pub fn tuned(&self) -> bool {
+        self.keepalive_idle.is_some()
+            || self.keepalive_interval.is_some()
+            || self.keepalive_count.is_some()
+            || self.user_timeout.is_some()
+    }
+}
+
 impl Default for TcpOptions {
     fn default() -> Self {
         TcpOptions {

@@ -239,7 +239,6 @@ impl TlsStream {
             write,
             cx,
             early: early_bytes,
-            early_taken: 0,
             error: None,
             blocked: false,
         };
@@ -253,7 +252,7 @@ impl TlsStream {
             ffi::BIO_set_data(bio, ptr::null_mut());
             ret
         };
-        *early = &early_bytes[call.early_taken..];
+        *early = &early_bytes[early_bytes.len() - call.early.len()..];
         if ret.0 > 0 {
             return Step::Done(ret.1);
         }

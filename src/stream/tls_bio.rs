@@ -36,10 +36,9 @@ pub(super) struct Call<'a, 'b> {
     pub(super) read: SocketRead<'a>,
     pub(super) write: SocketWrite<'a>,
     pub(super) cx: &'a mut Context<'b>,
-    /// The peer's bytes read off the socket before the handshake, which
-    /// reads take before the socket's; and how many of them were taken.
+    /// What is left of the peer's bytes read off the socket before the
+    /// handshake, which reads take before the socket's.
     pub(super) early: &'a [u8],
-    pub(super) early_taken: usize,
     /// The socket's error, for the caller.
     pub(super) error: Option<io::Error>,
     /// A read or write is waiting for the socket: the task will be woken.
@@ -90,13 +89,12 @@ unsafe extern "C" fn bread(bio: *mut ffi::BIO, buf: *mut c_char, len: c_int) -> 
     ffi::BIO_clear_retry_flags(bio);
     let Some(call) = call(bio) else { return -1 };
     let len = usize::try_from(len).unwrap_or(0);
-    let early = &call.early[call.early_taken..];
-    if !early.is_empty() {
-        let n = early.len().min(len);
+    if !call.early.is_empty() {
+        let n = call.early.len().min(len);
         // SAFETY: OpenSSL hands a buffer valid for `len` bytes, and `n`
         // is no more than `len` nor than the early bytes left.
-        ptr::copy_nonoverlapping(early.as_ptr(), buf.cast::<u8>(), n);
-        call.early_taken += n;
+        ptr::copy_nonoverlapping(call.early.as_ptr(), buf.cast::<u8>(), n);
+        call.early = &call.early[n..];
         return c_int::try_from(n).unwrap_or(c_int::MAX);
     }
     // SAFETY: OpenSSL hands a buffer valid for `len` bytes.
