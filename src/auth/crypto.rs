@@ -124,6 +124,11 @@ pub(crate) fn b64_encode(bytes: &[u8]) -> String {
     STANDARD.encode(bytes)
 }
 
+/// [`b64_encode`] appended to `out`.
+pub(crate) fn b64_encode_into(bytes: &[u8], out: &mut String) {
+    STANDARD.encode_string(bytes, out)
+}
+
 /// Decodes standard base64; `None` on any error, so that no caller can echo
 /// the offending (possibly secret) character into an error message.
 pub(crate) fn b64_decode(text: &str) -> Option<Vec<u8>> {
@@ -132,7 +137,16 @@ pub(crate) fn b64_decode(text: &str) -> Option<Vec<u8>> {
 
 /// Decodes base64 that must hold exactly one 32-byte key.
 pub(crate) fn b64_decode_key(text: &str) -> Option<[u8; KEY_LEN]> {
-    b64_decode(text)?.try_into().ok()
+    // 44 characters of padded base64 hold exactly 32 bytes; anything else
+    // is refused before decoding (no allocation for a key).
+    if text.len() != 44 {
+        return None;
+    }
+    let mut key = [0u8; KEY_LEN];
+    match STANDARD.decode_slice(text, &mut key) {
+        Ok(KEY_LEN) => Some(key),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
@@ -173,5 +187,46 @@ mod tests {
             want
         );
         assert!(MacKey::new([1; KEY_LEN]) != MacKey::new([2; KEY_LEN]));
+    }
+
+    /// A key decodes from exactly the base64 of 32 bytes, as the general
+    /// decoder reads it; every other length, padding or alphabet is refused.
+    #[test]
+    fn a_key_decodes_only_from_the_base64_of_32_bytes() {
+        let mut rng = rand::thread_rng();
+        for len in 0..48 {
+            let mut raw = vec![0u8; len];
+            rng.fill_bytes(&mut raw);
+            let text = b64_encode(&raw);
+            let want: Option<[u8; KEY_LEN]> = raw.clone().try_into().ok();
+            assert_eq!(b64_decode_key(&text), want, "{len} bytes");
+            // Padding dropped or doubled: never a key.
+            let unpadded = text.trim_end_matches('=');
+            if unpadded.len() != text.len() {
+                assert_eq!(b64_decode_key(unpadded), None);
+            }
+            assert_eq!(b64_decode_key(&format!("{text}=")), None);
+        }
+        let key = b64_encode(&[7u8; KEY_LEN]);
+        for bad in [
+            key.replace('=', "A"),
+            format!("{}*{}", &key[..10], &key[11..]),
+            format!(" {}", &key[1..]),
+            key[..43].to_string(),
+        ] {
+            assert_eq!(b64_decode_key(&bad), None, "{bad}");
+        }
+        // The general decoder agrees on every edit of one character.
+        for at in 0..key.len() {
+            for c in [b'A', b'/', b'+', b'=', b'-', b'\0', 0xff] {
+                let mut edited = key.clone().into_bytes();
+                edited[at] = c;
+                let Ok(text) = String::from_utf8(edited) else {
+                    continue;
+                };
+                let general = b64_decode(&text).and_then(|v| <[u8; KEY_LEN]>::try_from(v).ok());
+                assert_eq!(b64_decode_key(&text), general, "{text:?}");
+            }
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! no I/O, one exchange per [`ScramServer`], every input checked and nothing
 //! able to panic. Channel binding is in [`super::scram_plus`].
 
-use std::{fmt, mem};
+use std::borrow::Cow;
+use std::fmt::{self, Write as _};
+use std::mem;
 
 use rand::RngCore;
 
@@ -123,17 +125,20 @@ enum State {
     AwaitingClientFirst,
     AwaitingClientFinal {
         client_first_bare: String,
+        /// `r=<nonce>,s=<salt>,i=<iterations>`, the reply sent.
         server_first: String,
-        nonce: String,
+        /// How long the combined nonce after `r=` is.
+        nonce_len: usize,
         /// The gs2 header the client sent, which `c=` must repeat.
         gs2: Gs2,
     },
     Finished,
 }
 
-/// One SCRAM-SHA-256 exchange, server side.
-pub struct ScramServer {
-    secret: ScramSecret,
+/// One SCRAM-SHA-256 exchange, server side, over a secret it borrows (a
+/// login need not copy the user's keyed HMAC states).
+pub struct ScramServer<'s> {
+    secret: Cow<'s, ScramSecret>,
     /// Unknown user: the exchange runs to the end and then fails, so a client
     /// cannot tell unknown users from wrong passwords.
     doomed: bool,
@@ -142,13 +147,13 @@ pub struct ScramServer {
     state: State,
 }
 
-impl fmt::Debug for ScramServer {
+impl fmt::Debug for ScramServer<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ScramServer").finish_non_exhaustive()
     }
 }
 
-impl ScramServer {
+impl<'s> ScramServer<'s> {
     /// Starts an exchange for `user` with the channel binding the client's
     /// mechanism chose ([`ServerBinding::select`]); `secret` None runs a mock
     /// exchange that fails at the end, with a salt derived from `user` and
@@ -156,10 +161,10 @@ impl ScramServer {
     /// binding as a real one does, so -PLUS does not tell users apart either.
     pub fn new(
         user: &str,
-        secret: Option<ScramSecret>,
+        secret: Option<&'s ScramSecret>,
         mock_seed: &[u8; 32],
         binding: ServerBinding,
-    ) -> ScramServer {
+    ) -> ScramServer<'s> {
         // ThreadRng is a CSPRNG seeded from the OS; it spares a getrandom
         // syscall per login.
         let mut raw = [0u8; SERVER_NONCE_LEN];
@@ -170,13 +175,16 @@ impl ScramServer {
     /// Test hook: a chosen server nonce (tests reproduce RFC 7677's exchange).
     pub(super) fn with_server_nonce(
         user: &str,
-        secret: Option<ScramSecret>,
+        secret: Option<&'s ScramSecret>,
         mock_seed: &[u8; 32],
         binding: ServerBinding,
         server_nonce: String,
-    ) -> ScramServer {
+    ) -> ScramServer<'s> {
         let doomed = secret.is_none();
-        let secret = secret.unwrap_or_else(|| mock_secret(user, mock_seed));
+        let secret = match secret {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(mock_secret(user, mock_seed)),
+        };
         ScramServer {
             secret,
             doomed,
@@ -187,7 +195,7 @@ impl ScramServer {
     }
 
     /// Parses client-first-message and returns server-first-message.
-    pub fn handle_client_first(&mut self, client_first: &[u8]) -> Result<Vec<u8>, ScramError> {
+    pub fn handle_client_first(&mut self, client_first: &[u8]) -> Result<&[u8], ScramError> {
         // Any error ends the exchange: the state stays Finished.
         if !matches!(
             mem::replace(&mut self.state, State::Finished),
@@ -223,20 +231,29 @@ impl ScramServer {
         while !attrs.at_end() {
             attrs.next_any()?;
         }
-        let nonce = format!("{client_nonce}{}", self.server_nonce);
-        let server_first = format!(
-            "r={nonce},s={},i={}",
-            crypto::b64_encode(&self.secret.salt),
-            self.secret.iterations
+        // Built in one string: the reply, and (after `r=`) the nonce the
+        // client-final-message must repeat.
+        let mut server_first = String::with_capacity(
+            48 + client_nonce.len() + self.server_nonce.len() + 4 * self.secret.salt.len() / 3,
         );
-        let reply = server_first.clone().into_bytes();
+        server_first.push_str("r=");
+        server_first.push_str(client_nonce);
+        server_first.push_str(&self.server_nonce);
+        let nonce_len = server_first.len() - 2;
+        server_first.push_str(",s=");
+        crypto::b64_encode_into(&self.secret.salt, &mut server_first);
+        // Writing to a String cannot fail.
+        let _ = write!(server_first, ",i={}", self.secret.iterations);
         self.state = State::AwaitingClientFinal {
             client_first_bare: client_first_bare.to_string(),
             server_first,
-            nonce,
+            nonce_len,
             gs2,
         };
-        Ok(reply)
+        match &self.state {
+            State::AwaitingClientFinal { server_first, .. } => Ok(server_first.as_bytes()),
+            _ => Err(ScramError::OutOfOrder),
+        }
     }
 
     /// Parses client-final-message, checks the proof and returns server-final-message.
@@ -244,7 +261,7 @@ impl ScramServer {
         let State::AwaitingClientFinal {
             client_first_bare,
             server_first,
-            nonce,
+            nonce_len,
             gs2,
         } = mem::replace(&mut self.state, State::Finished)
         else {
@@ -253,7 +270,7 @@ impl ScramServer {
         let text = message_text(client_final)?;
         let mut attrs = Attributes::new(text);
         scram_plus::check_c(attrs.expect(b'c', "expected attribute \"c\"")?, &gs2)?;
-        if attrs.expect(b'r', "expected attribute \"r\"")? != nonce {
+        if attrs.expect(b'r', "expected attribute \"r\"")? != &server_first[2..2 + nonce_len] {
             return Err(ScramError::NonceMismatch);
         }
         // Extensions may precede the proof, which must be the last attribute.
@@ -297,7 +314,12 @@ impl ScramServer {
         }
         let server_signature = self.secret.server_key.sign(&auth_message);
         Ok(ScramSuccess {
-            server_final: format!("v={}", crypto::b64_encode(&server_signature)).into_bytes(),
+            server_final: {
+                let mut v = String::with_capacity(48);
+                v.push_str("v=");
+                crypto::b64_encode_into(&server_signature, &mut v);
+                v.into_bytes()
+            },
             client_key,
             channel_binding: self.binding.in_use(),
         })

@@ -24,14 +24,14 @@ fn plus() -> ServerBinding {
 /// `binding`; returns the server's verdict, and the client's own check of
 /// the server signature.
 fn run(
-    secret: Option<ScramSecret>,
+    secret: Option<&ScramSecret>,
     binding: ServerBinding,
     gs2: Gs2,
     password: &str,
 ) -> Result<(ScramSuccess, bool), ScramError> {
     let mut server = ScramServer::new("user", secret, &SEED, binding);
     let (mut client, first) = ScramClient::new(gs2);
-    let params = client.handle_server_first(&server.handle_client_first(&first)?)?;
+    let params = client.handle_server_first(server.handle_client_first(&first)?)?;
     let keys = ScramKeys::from_password(password, &params.salt, params.iterations);
     let success = server.handle_client_final(&client.client_final(&keys)?)?;
     client.verify_server_final(&success.server_final)?;
@@ -42,14 +42,14 @@ fn run(
 fn full_plus_exchange_with_a_known_hash() {
     let secret = ScramSecret::generate("pencil");
     let gs2 = Gs2::ServerEndPoint(HASH.to_vec());
-    let (success, bound) = run(Some(secret.clone()), plus(), gs2, "pencil").unwrap();
+    let (success, bound) = run(Some(&secret), plus(), gs2, "pencil").unwrap();
     assert!(success.channel_binding && bound);
 
     // c= is base64("p=tls-server-end-point,," + hash), byte for byte.
-    let mut server = ScramServer::new("user", Some(secret.clone()), &SEED, plus());
+    let mut server = ScramServer::new("user", Some(&secret), &SEED, plus());
     let (mut client, first) = ScramClient::new(Gs2::ServerEndPoint(HASH.to_vec()));
     let params = client
-        .handle_server_first(&server.handle_client_first(&first).unwrap())
+        .handle_server_first(server.handle_client_first(&first).unwrap())
         .unwrap();
     let keys = ScramKeys::from_password("pencil", &params.salt, params.iterations);
     let client_final = String::from_utf8(client.client_final(&keys).unwrap()).unwrap();
@@ -68,10 +68,10 @@ fn full_plus_exchange_with_a_known_hash() {
             ServerBinding::ServerEndPoint(_) => Gs2::ServerEndPoint(HASH.to_vec()),
             _ => Gs2::No,
         };
-        let mut server = ScramServer::new("user", Some(secret.clone()), &SEED, backend);
+        let mut server = ScramServer::new("user", Some(&secret), &SEED, backend);
         let (mut client, first) = ScramClient::new(gs2);
         let params = client
-            .handle_server_first(&server.handle_client_first(&first).unwrap())
+            .handle_server_first(server.handle_client_first(&first).unwrap())
             .unwrap();
         let keys = passthrough.keys("user", &params, &cache).unwrap();
         let done = server
@@ -81,10 +81,10 @@ fn full_plus_exchange_with_a_known_hash() {
     }
 
     // A second implementation: postgres-protocol's client.
-    let mut server = ScramServer::new("user", Some(secret), &SEED, plus());
+    let mut server = ScramServer::new("user", Some(&secret), &SEED, plus());
     let mut theirs = ScramSha256::new(b"pencil", ChannelBinding::tls_server_end_point(HASH.into()));
     theirs
-        .update(&server.handle_client_first(theirs.message()).unwrap())
+        .update(server.handle_client_first(theirs.message()).unwrap())
         .unwrap();
     let success = server.handle_client_final(theirs.message()).unwrap();
     theirs.finish(&success.server_final).unwrap();
@@ -99,7 +99,7 @@ fn plain_exchanges_report_no_binding() {
         (ServerBinding::NotOffered, Gs2::NotOffered),
         (ServerBinding::Declined, Gs2::No),
     ] {
-        let (success, bound) = run(Some(secret.clone()), binding, gs2, "pencil").unwrap();
+        let (success, bound) = run(Some(&secret), binding, gs2, "pencil").unwrap();
         assert!(!success.channel_binding && !bound);
     }
 }
@@ -108,7 +108,7 @@ fn plain_exchanges_report_no_binding() {
 fn wrong_cbind_data_is_refused_for_known_and_unknown_users() {
     let secret = ScramSecret::generate("pencil");
     // Another certificate's hash: the client's TLS ends at someone else.
-    for user_secret in [Some(secret.clone()), None] {
+    for user_secret in [Some(&secret), None] {
         let other = Gs2::ServerEndPoint(vec![0xCD; 32]);
         let err = run(user_secret, plus(), other, "pencil").unwrap_err();
         assert_eq!(err, ScramError::BindingCheckFailed);
@@ -126,11 +126,11 @@ fn wrong_cbind_data_is_refused_for_known_and_unknown_users() {
         "***".to_string(),
         String::new(),
     ] {
-        let mut server = ScramServer::new("user", Some(secret.clone()), &SEED, plus());
+        let mut server = ScramServer::new("user", Some(&secret), &SEED, plus());
         let reply = server
             .handle_client_first(b"p=tls-server-end-point,,n=,r=abc")
             .unwrap();
-        let reply = String::from_utf8(reply).unwrap();
+        let reply = String::from_utf8(reply.to_vec()).unwrap();
         let nonce = &reply[2..reply.find(',').unwrap()];
         let input = format!("c={c},r={nonce},{proof}");
         assert_eq!(
@@ -145,7 +145,7 @@ fn wrong_cbind_data_is_refused_for_known_and_unknown_users() {
 fn a_right_binding_with_a_wrong_password_or_unknown_user_is_28p01() {
     let secret = ScramSecret::generate("pencil");
     let bound = || Gs2::ServerEndPoint(HASH.to_vec());
-    let wrong = run(Some(secret), plus(), bound(), "wrong").unwrap_err();
+    let wrong = run(Some(&secret), plus(), bound(), "wrong").unwrap_err();
     let unknown = run(None, plus(), bound(), "pencil").unwrap_err();
     assert_eq!(
         (wrong, unknown),
@@ -155,7 +155,9 @@ fn a_right_binding_with_a_wrong_password_or_unknown_user_is_28p01() {
 
 /// Client-first-message against a fresh server with `binding`.
 fn first(binding: ServerBinding, message: &[u8]) -> Result<Vec<u8>, ScramError> {
-    ScramServer::new("user", None, &SEED, binding).handle_client_first(message)
+    ScramServer::new("user", None, &SEED, binding)
+        .handle_client_first(message)
+        .map(<[u8]>::to_vec)
 }
 
 #[test]
@@ -318,22 +320,17 @@ fn mutated_plus_messages_error_and_never_panic() {
     // Client-final: every edit is refused, since each byte is checked (c=,
     // r= or the proof). Each attempt gets a server in the same state, with
     // the same server nonce.
-    let mut server = ScramServer::new("user", Some(secret.clone()), &SEED, plus());
+    let mut server = ScramServer::new("user", Some(&secret), &SEED, plus());
     let params = client
-        .handle_server_first(&server.handle_client_first(&first_msg).unwrap())
+        .handle_server_first(server.handle_client_first(&first_msg).unwrap())
         .unwrap();
     let keys = ScramKeys::from_password("pencil", &params.salt, params.iterations);
     let good = client.client_final(&keys).unwrap();
     let nonce = server_nonce(&good, &first_msg);
     let edits = mutations(&good);
     for m in &edits {
-        let mut s = ScramServer::with_server_nonce(
-            "user",
-            Some(secret.clone()),
-            &SEED,
-            plus(),
-            nonce.clone(),
-        );
+        let mut s =
+            ScramServer::with_server_nonce("user", Some(&secret), &SEED, plus(), nonce.clone());
         s.handle_client_first(&first_msg).unwrap();
         assert!(
             s.handle_client_final(m).is_err() || *m == good,

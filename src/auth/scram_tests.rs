@@ -15,25 +15,28 @@ const RFC_SALT: &str = "W22ZaJ0SNY7soEsUEjb6gQ==";
 const RFC_CLIENT_NONCE: &str = "rOprNGfwEbeRWgbNEkqO";
 const RFC_SERVER_NONCE: &str = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0";
 
-fn rfc_secret() -> ScramSecret {
-    ScramSecret::from_password("pencil", &crypto::b64_decode(RFC_SALT).unwrap(), 4096)
+fn rfc_secret() -> &'static ScramSecret {
+    static SECRET: std::sync::LazyLock<ScramSecret> = std::sync::LazyLock::new(|| {
+        ScramSecret::from_password("pencil", &crypto::b64_decode(RFC_SALT).unwrap(), 4096)
+    });
+    &SECRET
 }
 
 /// A server on a plain connection (no -PLUS offered).
-fn server(secret: Option<ScramSecret>) -> ScramServer {
+fn server(secret: Option<&ScramSecret>) -> ScramServer<'_> {
     ScramServer::new("user", secret, &SEED, ServerBinding::NotOffered)
 }
 
 /// Runs our client against our server; returns the server's result and the client's verdict.
 fn exchange(
-    secret: Option<ScramSecret>,
+    secret: Option<&ScramSecret>,
     credential: &ScramCredential,
 ) -> Result<[u8; 32], ScramError> {
     let cache = SaltedPasswordCache::new(8);
     let mut server = server(secret);
     let (mut client, first) = ScramClient::new(Gs2::No);
     let server_first = server.handle_client_first(&first)?;
-    let params = client.handle_server_first(&server_first)?;
+    let params = client.handle_server_first(server_first)?;
     let keys = credential.keys("user", &params, &cache)?;
     let success = server.handle_client_final(&client.client_final(&keys)?)?;
     client.verify_server_final(&success.server_final)?;
@@ -56,9 +59,9 @@ fn rfc7677_exchange_reproduced_exactly() {
     let server_first = server.handle_client_first(&client_first).unwrap();
     let expected =
         "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096";
-    assert_eq!(String::from_utf8(server_first.clone()).unwrap(), expected);
+    assert_eq!(String::from_utf8(server_first.to_vec()).unwrap(), expected);
 
-    let params = client.handle_server_first(&server_first).unwrap();
+    let params = client.handle_server_first(server_first).unwrap();
     assert_eq!((params.salt.len(), params.iterations), (16, 4096));
     let keys = ScramKeys::from_password("pencil", &params.salt, params.iterations);
     let client_final = client.client_final(&keys).unwrap();
@@ -90,14 +93,14 @@ fn postgres_protocol_client_logs_in() {
         let mut server = server(Some(rfc_secret()));
         let mut client = ScramSha256::new(b"pencil", binding);
         let server_first = server.handle_client_first(client.message()).unwrap();
-        client.update(&server_first).unwrap();
+        client.update(server_first).unwrap();
         let success = server.handle_client_final(client.message()).unwrap();
         client.finish(&success.server_final).unwrap();
     }
     let mut server = server(Some(rfc_secret()));
     let mut client = ScramSha256::new(b"wrong", ChannelBinding::unsupported());
     let server_first = server.handle_client_first(client.message()).unwrap();
-    client.update(&server_first).unwrap();
+    client.update(server_first).unwrap();
     assert_eq!(
         server.handle_client_final(client.message()).unwrap_err(),
         ScramError::InvalidProof
@@ -108,24 +111,21 @@ fn postgres_protocol_client_logs_in() {
 fn password_and_passthrough_credentials() {
     let secret = ScramSecret::generate("pencil");
     let password = ScramCredential::Password("pencil".into());
-    let client_key = exchange(Some(secret.clone()), &password).unwrap();
+    let client_key = exchange(Some(&secret), &password).unwrap();
 
     // The ClientKey recovered by the server logs in again with no password.
     let passthrough = ScramCredential::passthrough(&secret, client_key);
-    assert_eq!(
-        exchange(Some(secret.clone()), &passthrough).unwrap(),
-        client_key
-    );
+    assert_eq!(exchange(Some(&secret), &passthrough).unwrap(), client_key);
     // ...but only toward a server with the same salt.
     let changed = ScramSecret::generate("pencil");
     assert_eq!(
-        exchange(Some(changed), &passthrough).unwrap_err(),
+        exchange(Some(&changed), &passthrough).unwrap_err(),
         ScramError::KeysMismatch
     );
 
     let wrong = ScramCredential::Password("pencil2".into());
     assert_eq!(
-        exchange(Some(secret), &wrong).unwrap_err(),
+        exchange(Some(&secret), &wrong).unwrap_err(),
         ScramError::InvalidProof
     );
     assert!(!format!("{password:?}{passthrough:?}").contains("pencil"));
@@ -142,7 +142,7 @@ fn mock_exchange_for_unknown_user() {
     let server_first = |user: &str, seed: &[u8; 32]| {
         let mut server = ScramServer::new(user, None, seed, ServerBinding::NotOffered);
         let reply = server.handle_client_first(b"n,,n=,r=abc").unwrap();
-        let text = String::from_utf8(reply).unwrap();
+        let text = String::from_utf8(reply.to_vec()).unwrap();
         let (nonce, rest) = text.split_once(",s=").unwrap();
         assert!(nonce.starts_with("r=abc") && nonce.len() == 2 + 3 + 24);
         let (salt, iterations) = rest.split_once(",i=").unwrap();
@@ -159,9 +159,9 @@ fn mock_exchange_for_unknown_user() {
 }
 
 /// Server state after a valid client-first for `nonce` "abc"; returns the combined nonce.
-fn after_first(first: &[u8]) -> (ScramServer, String) {
+fn after_first(first: &[u8]) -> (ScramServer<'static>, String) {
     let mut server = server(Some(rfc_secret()));
-    let reply = String::from_utf8(server.handle_client_first(first).unwrap()).unwrap();
+    let reply = String::from_utf8(server.handle_client_first(first).unwrap().to_vec()).unwrap();
     let nonce = reply[2..reply.find(',').unwrap()].to_string();
     (server, nonce)
 }
@@ -335,10 +335,10 @@ fn server_final_is_checked() {
     let secret = ScramSecret::generate("pencil");
     let keys = ScramKeys::from_password("pencil", &secret.salt, secret.iterations);
     let ready = || {
-        let mut server = server(Some(secret.clone()));
+        let mut server = server(Some(&secret));
         let (mut client, first) = ScramClient::new(Gs2::No);
         client
-            .handle_server_first(&server.handle_client_first(&first).unwrap())
+            .handle_server_first(server.handle_client_first(&first).unwrap())
             .unwrap();
         let success = server
             .handle_client_final(&client.client_final(&keys).unwrap())
@@ -373,10 +373,10 @@ fn server_final_is_checked() {
     let (mut client, _) = ready();
     let mut impostor = secret.clone();
     impostor.server_key = crypto::MacKey::new([0; 32]);
-    let mut server = server(Some(impostor));
+    let mut server = server(Some(&impostor));
     let (mut other, first) = ScramClient::new(Gs2::No);
     other
-        .handle_server_first(&server.handle_client_first(&first).unwrap())
+        .handle_server_first(server.handle_client_first(&first).unwrap())
         .unwrap();
     let success = server
         .handle_client_final(&other.client_final(&keys).unwrap())

@@ -222,13 +222,12 @@ async fn scram(
     // as PostgreSQL does: after a SIGHUP, sessions hold different ones.
     let binding = ServerBinding::select(mechanism, tls, || own_certificate_hash(stream))
         .map_err(scram_error)?;
-    let secret_scram = secret.and_then(Secret::scram).cloned();
-    let mut exchange = ScramServer::new(user, secret_scram, mock_seed, binding);
+    let mut exchange = ScramServer::new(user, secret.and_then(Secret::scram), mock_seed, binding);
     let server_first = exchange
         .handle_client_first(client_first)
         .map_err(scram_error)?;
     out.clear();
-    server::auth_sasl_continue(&mut out, &server_first);
+    server::auth_sasl_continue(&mut out, server_first);
     stream.write_all(&out).await?;
 
     let (client_final, total) = read_auth_message(stream, buf).await?;
