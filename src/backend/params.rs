@@ -1,10 +1,14 @@
 //! The parameters a server reports, kept per backend and per client.
 
-use std::sync::Arc;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use bytes::BytesMut;
 
 use postgres_protocol::escape::escape_literal;
 
 use crate::protocol::messages::ParameterStatus;
+use crate::protocol::server;
 use crate::protocol::sql::Setting;
 
 /// Appends SQL that sets `name` to `value` as a startup packet does: the
@@ -21,13 +25,42 @@ pub fn push_set_config(sql: &mut String, name: &str, value: &str) {
 
 /// A backend's ParameterStatus values, in the order first reported (the
 /// order a direct connection shows them in).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ParamSet(Vec<(String, String)>);
+#[derive(Default)]
+pub struct ParamSet {
+    pairs: Vec<(String, String)>,
+    /// The set as ParameterStatus messages, encoded for the first login
+    /// shown it and reused by every later one until a value changes.
+    wire: OnceLock<Box<[u8]>>,
+}
+
+impl Clone for ParamSet {
+    /// A copy is made to be changed (copy-on-write): it encodes afresh.
+    fn clone(&self) -> Self {
+        ParamSet {
+            pairs: self.pairs.clone(),
+            wire: OnceLock::new(),
+        }
+    }
+}
+
+impl PartialEq for ParamSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.pairs == other.pairs
+    }
+}
+
+impl Eq for ParamSet {}
+
+impl fmt::Debug for ParamSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
 
 impl ParamSet {
     /// Value of a parameter.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
+        self.pairs
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
@@ -35,25 +68,39 @@ impl ParamSet {
 
     /// All (name, value) pairs.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+        self.pairs.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Every value as a ParameterStatus message, in order: what a login is
+    /// shown.
+    pub fn status_messages(&self) -> &[u8] {
+        self.wire.get_or_init(|| {
+            let mut out = BytesMut::new();
+            for (name, value) in self.iter() {
+                server::parameter_status(&mut out, name, value);
+            }
+            out.to_vec().into_boxed_slice()
+        })
     }
 
     /// Sets a value the server is known to report (ahead of its report).
     pub fn set(&mut self, name: &str, value: &str) {
-        match self.0.iter_mut().find(|(k, _)| k == name) {
+        match self.pairs.iter_mut().find(|(k, _)| k == name) {
             Some((_, v)) => {
-                if v != value {
-                    *v = value.to_string();
+                if v == value {
+                    return;
                 }
+                *v = value.to_string();
             }
-            None => self.0.push((name.to_string(), value.to_string())),
+            None => self.pairs.push((name.to_string(), value.to_string())),
         }
+        self.wire.take();
     }
 
     /// The value of `name`, matched as PostgreSQL matches parameter names
     /// (case-insensitively).
     pub fn get_ci(&self, name: &str) -> Option<&str> {
-        self.0
+        self.pairs
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_str())
@@ -69,7 +116,7 @@ impl ParamSet {
             return false;
         };
         let holds = set
-            .0
+            .pairs
             .iter()
             .any(|(k, v)| k.as_bytes() == ps.name && v.as_bytes() == ps.value);
         if !holds {
@@ -179,5 +226,40 @@ mod tests {
         assert_eq!(backend.get("TimeZone"), Some("UTC"));
         assert_eq!(client.get("TimeZone"), None);
         assert!(!ParamSet::apply_status(&mut backend, b"no terminator"));
+    }
+
+    /// The encoded messages follow every change, and a copy made to be
+    /// changed does not carry the original's.
+    #[test]
+    fn status_messages_follow_the_values() {
+        let encode = |set: &ParamSet| {
+            let mut out = BytesMut::new();
+            for (name, value) in set.iter() {
+                server::parameter_status(&mut out, name, value);
+            }
+            out.to_vec()
+        };
+        let mut set = Arc::new(ParamSet::default());
+        assert_eq!(set.status_messages(), b"");
+        for body in [
+            &b"TimeZone\0UTC\0"[..],
+            b"application_name\0a\0",
+            b"application_name\0a\0",
+            b"TimeZone\0Europe/Paris\0",
+        ] {
+            let before = Arc::clone(&set);
+            assert_eq!(before.status_messages(), encode(&before));
+            assert!(ParamSet::apply_status(&mut set, body));
+            assert_eq!(set.status_messages(), encode(&set));
+            assert_eq!(before.status_messages(), encode(&before));
+        }
+        assert_eq!(
+            set.status_messages(),
+            b"S\0\0\0\x1aTimeZone\0Europe/Paris\0S\0\0\0\x17application_name\0a\0"
+        );
+        let mut copy = (*set).clone();
+        copy.set("application_name", "b");
+        assert_eq!(copy.status_messages(), encode(&copy));
+        assert_ne!(copy.status_messages(), set.status_messages());
     }
 }

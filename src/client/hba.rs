@@ -40,7 +40,7 @@ pub(super) fn choose(
         });
     };
     let tls = stream.is_tls();
-    let transport = match (ctx.transport, ctx.peer_ip) {
+    let transport = match (ctx.transport, ctx.peer_ip()) {
         (Transport::Unix, _) => hba::Transport::Local { tls },
         (_, Some(addr)) => hba::Transport::Tcp { addr, tls },
         (_, None) => return Err(refused("XX000", "TCP client without a peer address")),

@@ -20,7 +20,7 @@ use crate::protocol::frontend::StartupMessage;
 use crate::protocol::messages::TxStatus;
 use crate::protocol::{server, FrameBuf, PgError};
 use crate::registry::secrets::Found;
-use crate::registry::{ClientEntry, ClientInfo, ClientState};
+use crate::registry::{ClientEntry, ClientState, NewClient};
 use crate::stats::{AuthKind, Class};
 use crate::stream::Stream;
 
@@ -170,19 +170,18 @@ pub(super) async fn attach(
         server::auth_sasl_final(&mut out, &success.server_final);
     }
     server::auth_ok(&mut out);
-    let entry = pooler.clients.register(ClientInfo {
+    let new = NewClient {
         id: ctx.id,
-        user: user.clone(),
-        database: database.clone(),
+        user: &user,
+        database: &database,
         transport: ctx.transport,
         tls: stream.is_tls(),
-        peer: ctx.peer.clone(),
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,
-        application_name: startup.get("application_name").map(str::to_string),
-        wait: None,
-    });
+        application_name: startup.get("application_name"),
+    };
+    let entry = pooler.clients.register_login(new, &ctx.peer);
     // DISABLE refuses the database as PostgreSQL refuses one with
     // datallowconn off, after authentication; clients already in stay.
     if pooler.is_disabled(&database) {
@@ -283,9 +282,7 @@ pub(super) async fn attach(
         (Some(l), false) => l.backend().ledger_ref().params(),
         _ => &*shown,
     };
-    for (name, value) in shown_set.iter() {
-        server::parameter_status(&mut out, name, value);
-    }
+    out.extend_from_slice(shown_set.status_messages());
     server::backend_key_data(&mut out, cancel_key.pid, cancel_key.secret);
     server::ready_for_query(&mut out, TxStatus::Idle);
     stream.write_all(&out).await?;

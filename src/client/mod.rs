@@ -251,14 +251,14 @@ async fn log_in(
     // PROXY header, negotiation and authentication), counted from accept;
     // waiting for a backend is bounded by query_wait_timeout.
     let snapshot = pooler.snapshot();
-    let login_timeout = snapshot
-        .config
-        .listen
-        .client_login_timeout
-        .saturating_sub(ctx.accepted_at.elapsed());
+    // A deadline from the accept's own timestamp: no clock is read for it
+    // (a limit too long to add is a year, which is no limit either).
+    let deadline = tokio::time::Instant::from_std(ctx.accepted_at)
+        .checked_add(snapshot.config.listen.client_login_timeout)
+        .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(365 * 86_400));
     let mut timings = LoginTimings::default();
-    let handshake = tokio::time::timeout(
-        login_timeout,
+    let handshake = tokio::time::timeout_at(
+        deadline,
         Box::pin(handshake(stream, buf, ctx, pooler, snapshot, &mut timings)),
     );
     let login = match handshake.await {
@@ -324,8 +324,7 @@ mod task_layout {
         let ctx = ConnContext {
             id: 1,
             transport: Transport::Unix,
-            peer: "unix".into(),
-            peer_ip: None,
+            peer: crate::listener::PeerAddr::Path("unix".into()),
             via: None,
             accepted_at: Instant::now(),
         };

@@ -95,15 +95,16 @@ fn predictable(name: &str, value: &str) -> bool {
 /// of the relay); the others are waited for, so that a refused value fails
 /// the login as it would on PostgreSQL and the client sees canonical values.
 pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<(), ClientError> {
-    let mut wanted = wanted.to_vec();
     // A backend opened with another client's application_name keeps it
     // across resets; a client that sent none sees '' as on a direct login.
-    if backend.hinted_app_name() && !wanted.iter().any(|(k, _)| k == "application_name") {
-        wanted.push(("application_name".into(), String::new()));
-    }
+    let unnamed = backend.hinted_app_name() && !wanted.iter().any(|(k, _)| k == "application_name");
+    let wanted = || {
+        let pairs = wanted.iter().map(|(n, v)| (n.as_str(), v.as_str()));
+        pairs.chain(unnamed.then_some(("application_name", "")))
+    };
     let mut sync_sql = String::new();
     let mut pipelined_sql = String::new();
-    for (name, value) in &wanted {
+    for (name, value) in wanted() {
         let same = backend.param(name).is_some_and(|v| {
             v == value || (name == "client_encoding" && v.eq_ignore_ascii_case(value))
         });
@@ -123,11 +124,7 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
         push_set_config(sql, name, value);
     }
     if !pipelined_sql.is_empty() {
-        let set: Vec<(&str, &str)> = wanted
-            .iter()
-            .filter(|(n, v)| predictable(n, v))
-            .map(|(n, v)| (n.as_str(), v.as_str()))
-            .collect();
+        let set: Vec<(&str, &str)> = wanted().filter(|(n, v)| predictable(n, v)).collect();
         backend.queue_settings(&pipelined_sql, &set)?;
     }
     if sync_sql.is_empty() {

@@ -33,16 +33,44 @@ pub struct ConnContext {
     pub id: u64,
     /// How the client reached us.
     pub transport: Transport,
-    /// Peer address (or the socket path); behind a trusted load balancer,
-    /// the client its PROXY header names.
-    pub peer: String,
-    /// The TCP peer's IP address (what hba `host` lines match); `None` on
-    /// the Unix socket.
-    pub peer_ip: Option<std::net::IpAddr>,
+    /// Who is at the other end; behind a trusted load balancer, the
+    /// client its PROXY header names.
+    pub peer: PeerAddr,
     /// The load balancer's address when a PROXY header replaced `peer`.
-    pub via: Option<String>,
+    pub via: Option<PeerAddr>,
     /// When the socket was accepted.
     pub accepted_at: Instant,
+}
+
+impl ConnContext {
+    /// The TCP peer's IP address (what hba `host` lines match); `None` on
+    /// the Unix socket.
+    pub fn peer_ip(&self) -> Option<std::net::IpAddr> {
+        match &self.peer {
+            PeerAddr::Tcp(addr) => Some(addr.ip()),
+            PeerAddr::Path(_) => None,
+        }
+    }
+}
+
+/// Who is at the other end of an accepted connection, kept as accepted:
+/// it is formatted only when shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerAddr {
+    /// A TCP client's address.
+    Tcp(std::net::SocketAddr),
+    /// A Unix-socket client, named by the socket's path: one string that
+    /// every client of the listener shares.
+    Path(Arc<str>),
+}
+
+impl std::fmt::Display for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddr::Tcp(addr) => addr.fmt(f),
+            PeerAddr::Path(path) => f.write_str(path),
+        }
+    }
 }
 
 /// Whoever serves the accepted connections.
@@ -297,8 +325,7 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
                 let ctx = ConnContext {
                     id: server.next_id(),
                     transport: Transport::for_tcp_peer(&peer),
-                    peer: peer.to_string(),
-                    peer_ip: Some(peer.ip()),
+                    peer: PeerAddr::Tcp(peer),
                     via: None,
                     accepted_at: Instant::now(),
                 };
@@ -310,14 +337,14 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
 }
 
 async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
+    let name: Arc<str> = Arc::from(path.display().to_string());
     loop {
         match l.accept().await {
             Ok((sock, _)) => {
                 let ctx = ConnContext {
                     id: server.next_id(),
                     transport: Transport::Unix,
-                    peer: path.display().to_string(),
-                    peer_ip: None,
+                    peer: PeerAddr::Path(name.clone()),
                     via: None,
                     accepted_at: Instant::now(),
                 };

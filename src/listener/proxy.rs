@@ -22,7 +22,7 @@ use crate::stream::Socket;
 use ipnet::IpNet;
 use tokio::io::AsyncReadExt;
 
-use super::{ConnContext, Transport};
+use super::{ConnContext, PeerAddr, Transport};
 use crate::protocol::proxy::{self, Header, Malformed, Origin, Scan};
 use crate::stream::Stream;
 
@@ -59,7 +59,7 @@ pub async fn admit(
     trusted: &[IpNet],
     timeout: Duration,
 ) -> Result<ConnContext, ProxyError> {
-    let (Stream::Tcp(sock), Some(ip)) = (&mut *stream, ctx.peer_ip) else {
+    let (Stream::Tcp(sock), Some(ip)) = (&mut *stream, ctx.peer_ip()) else {
         return Ok(ctx);
     };
     if !is_trusted(trusted, ip) {
@@ -100,9 +100,8 @@ async fn read_header(sock: &mut Socket) -> Result<Header, ProxyError> {
 /// addressless headers keep the socket's own peer, as the spec says.
 fn relayed(mut ctx: ConnContext, header: &Header) -> ConnContext {
     if let Origin::Tcp { source, .. } = header.origin {
-        let proxy = std::mem::replace(&mut ctx.peer, source.to_string());
+        let proxy = std::mem::replace(&mut ctx.peer, PeerAddr::Tcp(source));
         ctx.via = Some(proxy);
-        ctx.peer_ip = Some(source.ip());
         ctx.transport = Transport::for_tcp_peer(&source);
     }
     ctx
@@ -119,8 +118,7 @@ mod tests {
         ConnContext {
             id: 1,
             transport: Transport::for_tcp_peer(&addr),
-            peer: peer.into(),
-            peer_ip: Some(addr.ip()),
+            peer: PeerAddr::Tcp(addr),
             via: None,
             accepted_at: Instant::now(),
         }
@@ -147,10 +145,13 @@ mod tests {
             len: 28,
         };
         let c = relayed(ctx("10.0.0.2:5000"), &header);
-        assert_eq!(c.peer, "127.0.0.5:4000");
-        assert_eq!(c.peer_ip, Some("127.0.0.5".parse().unwrap()));
+        assert_eq!(c.peer.to_string(), "127.0.0.5:4000");
+        assert_eq!(c.peer_ip(), Some("127.0.0.5".parse().unwrap()));
         assert_eq!(c.transport, Transport::LoopbackTcp);
-        assert_eq!(c.via.as_deref(), Some("10.0.0.2:5000"));
+        assert_eq!(
+            c.via.map(|v| v.to_string()).as_deref(),
+            Some("10.0.0.2:5000")
+        );
         // And the other way: a loopback proxy relaying a remote client.
         let header = Header {
             origin: Origin::Tcp {
@@ -174,7 +175,7 @@ mod tests {
                 len: 16,
             };
             let c = relayed(ctx("10.0.0.2:5000"), &header);
-            assert_eq!((c.peer.as_str(), c.via), ("10.0.0.2:5000", None));
+            assert_eq!((c.peer.to_string(), c.via), ("10.0.0.2:5000".into(), None));
             assert_eq!(c.transport, Transport::RemoteTcp);
         }
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::signals::{End, Signals, MOVING};
-use crate::listener::Transport;
+use crate::listener::{PeerAddr, Transport};
 
 /// Where a client is in its life; reported by the admin console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,6 +84,31 @@ pub struct ClientInfo {
     pub wait: Option<Duration>,
 }
 
+/// A client logging in, as [`ClientRegistry::register_login`] takes it:
+/// borrowed from the login, since the registry keeps its own (interned)
+/// copies.
+#[derive(Debug, Clone, Copy)]
+pub struct NewClient<'a> {
+    /// Connection id.
+    pub id: u64,
+    /// Role it logged in as.
+    pub user: &'a str,
+    /// Database it asked for.
+    pub database: &'a str,
+    /// How it reached the pooler.
+    pub transport: Transport,
+    /// Whether TLS is in use.
+    pub tls: bool,
+    /// When it logged in.
+    pub connected_at: SystemTime,
+    /// What it is doing.
+    pub state: ClientState,
+    /// The backend it holds, if any.
+    pub backend: Option<u64>,
+    /// The `application_name` of its startup packet, if it sent one.
+    pub application_name: Option<&'a str>,
+}
+
 /// One client's entry: what it logged in with, and what it is doing now,
 /// updated without the registry's lock. The session reads its user and
 /// database here too, so each is kept once per client. Every idle client
@@ -129,7 +154,7 @@ impl Live {
             peer: match &self.peer {
                 Peer::V4(a) => a.to_string(),
                 Peer::V6(a) => a.to_string(),
-                Peer::Named(n) => n.to_string(),
+                Peer::Named(n) | Peer::Socket(n) => n.to_string(),
             },
             connected_at: UNIX_EPOCH + Duration::from_micros(self.connected_at),
             state: ClientState::from_u8(self.state.load(Ordering::Relaxed)),
@@ -167,14 +192,17 @@ impl Login {
 }
 
 /// Where a client is: a TCP address kept as one (no string per client), or
-/// a name (the Unix socket's path, shared by its clients, or whatever a
-/// takeover brought).
+/// a name: a Unix socket's path, which its listener shares with every
+/// client it accepts, or whatever a takeover brought (interned here).
 #[derive(Debug)]
 enum Peer {
     V4(SocketAddrV4),
     /// Boxed: an IPv6 address is 28 bytes, and would widen every entry.
     V6(Box<SocketAddrV6>),
+    /// Interned in [`Entries::names`].
     Named(Arc<str>),
+    /// The listener's own string for its socket.
+    Socket(Arc<str>),
 }
 
 /// The entries, the names they share, and the signals every session gets,
@@ -278,27 +306,56 @@ impl ClientRegistry {
     /// session reads them from the entry); its state and backend come from
     /// `info` too, the rest of `info` is ignored.
     pub fn register(self: &Arc<Self>, info: ClientInfo) -> ClientEntry {
-        let id = info.id;
+        let new = NewClient {
+            id: info.id,
+            user: &info.user,
+            database: &info.database,
+            transport: info.transport,
+            tls: info.tls,
+            connected_at: info.connected_at,
+            state: info.state,
+            backend: info.backend,
+            application_name: info.application_name.as_deref(),
+        };
+        self.insert(new, |m| match info.peer.parse() {
+            Ok(SocketAddr::V4(addr)) => Peer::V4(addr),
+            Ok(SocketAddr::V6(addr)) => Peer::V6(Box::new(addr)),
+            Err(_) => Peer::Named(m.intern(&info.peer)),
+        })
+    }
+
+    /// Adds a client that logged in over `peer`, as its listener accepted
+    /// it: nothing is formatted, parsed or copied but its login's names.
+    pub fn register_login(self: &Arc<Self>, new: NewClient<'_>, peer: &PeerAddr) -> ClientEntry {
+        self.insert(new, |_| match peer {
+            PeerAddr::Tcp(SocketAddr::V4(addr)) => Peer::V4(*addr),
+            PeerAddr::Tcp(SocketAddr::V6(addr)) => Peer::V6(Box::new(*addr)),
+            PeerAddr::Path(path) => Peer::Socket(path.clone()),
+        })
+    }
+
+    fn insert(
+        self: &Arc<Self>,
+        new: NewClient<'_>,
+        peer: impl FnOnce(&mut Entries) -> Peer,
+    ) -> ClientEntry {
+        let id = new.id;
         let live = |m: &mut Entries| Live {
             id,
             login: m.login(Login {
-                user: &info.user,
-                database: &info.database,
-                application_name: info.application_name.as_deref(),
+                user: new.user,
+                database: new.database,
+                application_name: new.application_name,
             }),
-            transport: info.transport,
-            tls: info.tls,
-            peer: match info.peer.parse() {
-                Ok(SocketAddr::V4(addr)) => Peer::V4(addr),
-                Ok(SocketAddr::V6(addr)) => Peer::V6(Box::new(addr)),
-                Err(_) => Peer::Named(m.intern(&info.peer)),
-            },
-            connected_at: info
+            transport: new.transport,
+            tls: new.tls,
+            peer: peer(m),
+            connected_at: new
                 .connected_at
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_micros() as u64),
-            state: AtomicU8::new(info.state as u8),
-            backend: AtomicU64::new(info.backend.unwrap_or(0)),
+            state: AtomicU8::new(new.state as u8),
+            backend: AtomicU64::new(new.backend.unwrap_or(0)),
             wait_since: AtomicU64::new(0),
             signals: Signals::with(m.everyone),
             pool: AtomicUsize::new(0),
@@ -593,6 +650,84 @@ mod tests {
         assert_eq!((b.user(), b.database()), ("alice", "app"));
         drop(b);
         assert_eq!(names(), 0);
+    }
+
+    /// A login registers its peer as the listener accepted it: the same
+    /// text in SHOW CLIENTS as a registration by text, a socket's path
+    /// shared with the listener rather than interned, and its names
+    /// shared with a client registered by text.
+    #[test]
+    fn a_login_registers_its_peer_as_accepted() {
+        let r = Arc::new(ClientRegistry::default());
+        let path: Arc<str> = Arc::from("/tmp/.s.PGSQL.6432");
+        let new = |id| NewClient {
+            id,
+            user: "alice",
+            database: "app",
+            transport: Transport::Unix,
+            tls: false,
+            connected_at: SystemTime::now(),
+            state: ClientState::WaitingForBackend,
+            backend: None,
+            application_name: Some("psql"),
+        };
+        let peers = [
+            PeerAddr::Tcp("127.0.0.1:5000".parse().unwrap()),
+            PeerAddr::Tcp("[::1]:6000".parse().unwrap()),
+            PeerAddr::Path(path.clone()),
+        ];
+        let entries: Vec<_> = (1..)
+            .zip(&peers)
+            .map(|(id, peer)| r.register_login(new(id), peer))
+            .collect();
+        let by_text = r.register(ClientInfo {
+            id: 9,
+            user: "alice".into(),
+            database: "app".into(),
+            transport: Transport::Unix,
+            tls: false,
+            peer: "/tmp/.s.PGSQL.6432".into(),
+            connected_at: SystemTime::now(),
+            state: ClientState::Idle,
+            backend: None,
+            application_name: Some("psql".into()),
+            wait: None,
+        });
+        let list = r.list();
+        let shown: Vec<_> = list.iter().map(|i| i.peer.as_str()).collect();
+        assert_eq!(
+            shown,
+            [
+                "127.0.0.1:5000",
+                "[::1]:6000",
+                "/tmp/.s.PGSQL.6432",
+                "/tmp/.s.PGSQL.6432"
+            ]
+        );
+        assert!(list
+            .iter()
+            .all(|i| i.application_name.as_deref() == Some("psql")));
+        assert_eq!(list[0].state, ClientState::WaitingForBackend);
+        // One login for all four; one interned name, the text's.
+        let counts = || {
+            r.with(|m| {
+                (
+                    m.logins.values().map(Vec::len).sum::<usize>(),
+                    m.names.len(),
+                )
+            })
+        };
+        assert_eq!(counts(), (1, 1));
+        assert_eq!(
+            Arc::strong_count(&path),
+            3,
+            "the test's, the peer's and the entry's"
+        );
+        drop(by_text);
+        assert_eq!(counts(), (1, 0));
+        drop(entries);
+        assert_eq!(counts(), (0, 0));
+        assert_eq!(Arc::strong_count(&path), 2);
     }
 
     #[test]

@@ -12,7 +12,7 @@ pub mod signals;
 pub mod statements;
 
 pub use cancel::{CancelKey, CancelRegistry, CancelSlot};
-pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState, Waiting};
+pub use clients::{ClientEntry, ClientInfo, ClientRegistry, ClientState, NewClient, Waiting};
 pub use secrets::SecretCache;
 pub use signals::{End, Signals};
 pub use statements::{Statement, StatementRegistry};
