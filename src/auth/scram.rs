@@ -3,9 +3,9 @@
 //! no I/O, one exchange per [`ScramServer`], every input checked and nothing
 //! able to panic. Channel binding is in [`super::scram_plus`].
 
-use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::mem;
+use std::ops::Deref;
 
 use rand::RngCore;
 
@@ -135,10 +135,28 @@ enum State {
     Finished,
 }
 
-/// One SCRAM-SHA-256 exchange, server side, over a secret it borrows (a
-/// login need not copy the user's keyed HMAC states).
+/// The secret an exchange checks against: the user's, borrowed (a login
+/// need not copy its keyed HMAC states), or a mock one for an unknown
+/// user, boxed so that the exchange stays small either way.
+enum Against<'s> {
+    Known(&'s ScramSecret),
+    Mock(Box<ScramSecret>),
+}
+
+impl Deref for Against<'_> {
+    type Target = ScramSecret;
+
+    fn deref(&self) -> &ScramSecret {
+        match self {
+            Against::Known(s) => s,
+            Against::Mock(s) => s,
+        }
+    }
+}
+
+/// One SCRAM-SHA-256 exchange, server side.
 pub struct ScramServer<'s> {
-    secret: Cow<'s, ScramSecret>,
+    secret: Against<'s>,
     /// Unknown user: the exchange runs to the end and then fails, so a client
     /// cannot tell unknown users from wrong passwords.
     doomed: bool,
@@ -182,8 +200,8 @@ impl<'s> ScramServer<'s> {
     ) -> ScramServer<'s> {
         let doomed = secret.is_none();
         let secret = match secret {
-            Some(s) => Cow::Borrowed(s),
-            None => Cow::Owned(mock_secret(user, mock_seed)),
+            Some(s) => Against::Known(s),
+            None => Against::Mock(Box::new(mock_secret(user, mock_seed))),
         };
         ScramServer {
             secret,
@@ -270,7 +288,9 @@ impl<'s> ScramServer<'s> {
         let text = message_text(client_final)?;
         let mut attrs = Attributes::new(text);
         scram_plus::check_c(attrs.expect(b'c', "expected attribute \"c\"")?, &gs2)?;
-        if attrs.expect(b'r', "expected attribute \"r\"")? != &server_first[2..2 + nonce_len] {
+        if server_first.get(2..2 + nonce_len)
+            != Some(attrs.expect(b'r', "expected attribute \"r\"")?)
+        {
             return Err(ScramError::NonceMismatch);
         }
         // Extensions may precede the proof, which must be the last attribute.
