@@ -79,7 +79,7 @@ impl ParamSet {
             for (name, value) in self.iter() {
                 server::parameter_status(&mut out, name, value);
             }
-            out.to_vec().into_boxed_slice()
+            Vec::from(out).into_boxed_slice()
         })
     }
 

@@ -98,13 +98,13 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
     // A backend opened with another client's application_name keeps it
     // across resets; a client that sent none sees '' as on a direct login.
     let unnamed = backend.hinted_app_name() && !wanted.iter().any(|(k, _)| k == "application_name");
-    let wanted = || {
+    let settings = || {
         let pairs = wanted.iter().map(|(n, v)| (n.as_str(), v.as_str()));
         pairs.chain(unnamed.then_some(("application_name", "")))
     };
     let mut sync_sql = String::new();
     let mut pipelined_sql = String::new();
-    for (name, value) in wanted() {
+    for (name, value) in settings() {
         let same = backend.param(name).is_some_and(|v| {
             v == value || (name == "client_encoding" && v.eq_ignore_ascii_case(value))
         });
@@ -124,7 +124,7 @@ pub async fn apply(backend: &mut Link, wanted: &[(String, String)]) -> Result<()
         push_set_config(sql, name, value);
     }
     if !pipelined_sql.is_empty() {
-        let set: Vec<(&str, &str)> = wanted().filter(|(n, v)| predictable(n, v)).collect();
+        let set: Vec<(&str, &str)> = settings().filter(|(n, v)| predictable(n, v)).collect();
         backend.queue_settings(&pipelined_sql, &set)?;
     }
     if sync_sql.is_empty() {
