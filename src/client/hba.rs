@@ -128,19 +128,39 @@ fn peer(rules: &Hba, rule: &Rule, stream: &Stream, user: &str) -> Result<(), Cli
 
 /// The name of `uid`, from getpwuid_r (thread-safe, unlike getpwuid).
 fn user_name(uid: u32) -> Option<String> {
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // glibc suggests 1 KiB (_SC_GETPW_R_SIZE_MAX), which every ordinary
+    // entry fits: on the stack, a peer login zeroes no heap buffer. A
+    // larger entry is asked for again with more room, as getpwuid_r's
+    // ERANGE says to.
+    let mut small = [0 as libc::c_char; 1024];
+    let mut found = lookup_user(uid, &mut small);
+    let mut len = 16 * 1024;
+    while found == Err(libc::ERANGE) && len <= 1 << 20 {
+        found = lookup_user(uid, &mut vec![0; len]);
+        len *= 4;
+    }
+    found.ok().flatten()
+}
+
+/// One getpwuid_r call with `buf` for its strings: the name, `Ok(None)`
+/// when there is no such user, or the error number (ERANGE: `buf` is too
+/// small).
+fn lookup_user(uid: u32, buf: &mut [libc::c_char]) -> Result<Option<String>, i32> {
     // SAFETY: a zeroed passwd is a valid out-parameter; getpwuid_r fills it
     // with pointers into `buf`, which outlives every use below.
     let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
     let mut found: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: all pointers are valid for the sizes given.
     let rc = unsafe { libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found) };
-    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
-        return None;
+    if rc != 0 {
+        return Err(rc);
+    }
+    if found.is_null() || pw.pw_name.is_null() {
+        return Ok(None);
     }
     // SAFETY: on success pw_name points at a NUL-terminated string in `buf`.
     let name = unsafe { CStr::from_ptr(pw.pw_name) };
-    Some(name.to_string_lossy().into_owned())
+    Ok(Some(name.to_string_lossy().into_owned()))
 }
 
 #[cfg(test)]
@@ -150,5 +170,15 @@ mod tests {
     #[test]
     fn root_is_uid_zero() {
         assert_eq!(user_name(0).as_deref(), Some("root"));
+    }
+
+    /// A buffer too small for the entry is ERANGE, which `user_name`
+    /// answers with a larger one; an unknown uid is no name, not an error.
+    #[test]
+    fn a_lookup_reports_a_buffer_too_small() {
+        assert_eq!(lookup_user(0, &mut [0; 4]), Err(libc::ERANGE));
+        assert_eq!(lookup_user(0, &mut [0; 1024]), Ok(Some("root".into())));
+        assert_eq!(lookup_user(u32::MAX - 7, &mut [0; 1024]), Ok(None));
+        assert_eq!(user_name(u32::MAX - 7), None);
     }
 }
