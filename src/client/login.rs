@@ -80,13 +80,14 @@ pub(super) async fn handshake(
     super::cert::check_policy(&snapshot, policy, stream, &user)?;
     let choice = super::hba::choose(&snapshot, ctx, stream, &user, &database)?;
     let exchange = choice.exchange;
-    let looked_up = match snapshot.secret(&user) {
+    let in_file = snapshot.secret(&user);
+    let looked_up = match in_file {
         None if exchange.checks_secret() => {
             lookup::secret(pooler, &snapshot, &user, &database).await?
         }
         _ => None,
     };
-    let secret = known_secret(&snapshot, &user, &looked_up);
+    let secret = in_file.or(looked_up.as_deref());
     let searched = if snapshot.config.auth.lookup.user.is_some() {
         Searched::AuthFileAndQuery
     } else {
