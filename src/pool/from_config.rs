@@ -50,16 +50,15 @@ impl PoolRegistry {
         let Some(db) = config.database(database) else {
             return Err(NoPool::UnknownDatabase(database.to_string()));
         };
-        let key = key_of(db, database, user);
-        let backend_user = key.user.clone();
-        self.get_or_create(&key, || {
+        let backend_user = db.conninfo.user.as_deref().unwrap_or(user);
+        self.get_or_create((database, backend_user), |key| {
             let password = db.conninfo.password.as_deref();
-            let creds = credentials_for(auth, &backend_user, password);
-            let route = host_route(config, database, &backend_user)?;
+            let creds = credentials_for(auth, backend_user, password);
+            let route = host_route(config, database, backend_user)?;
             let limits = self.limits_for(
-                &key,
+                key,
                 config.max_db_connections_for(database),
-                config.max_user_connections_for(&backend_user),
+                config.max_user_connections_for(backend_user),
             );
             let settings = PoolSettings {
                 tuning: Tuning::for_database(config, database),

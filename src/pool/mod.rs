@@ -58,13 +58,22 @@ use crate::auth::ScramCredential;
 use crate::backend::{BackendIds, Credentials, HostRoute};
 use crate::stats::Stats;
 
-/// Identifies one pool.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Identifies one pool. It hashes as its two strings do (see `Hash`), so
+/// the pool registry can be searched with borrowed ones.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PoolKey {
     /// Database name as the client asked for it.
     pub database: String,
     /// Role the backends log in as.
     pub user: String,
+}
+
+impl std::hash::Hash for PoolKey {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        // The pair of strings, exactly as the registry's borrowed view
+        // hashes it: a derived hash is not promised to stay the same.
+        (self.database.as_str(), self.user.as_str()).hash(h);
+    }
 }
 
 /// What a credential change does with the SCRAM keys clients lent a pool.

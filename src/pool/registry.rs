@@ -1,6 +1,8 @@
 //! Every pool, created on first use, and the limits pools share.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use super::{LimitGroup, Pool, PoolKey};
@@ -42,18 +44,24 @@ impl PoolRegistry {
     /// The pool for `key`, created by `make` if it does not exist yet.
     pub fn get_or_create(
         &self,
-        key: &PoolKey,
-        make: impl FnOnce() -> Result<Pool, String>,
+        (database, user): (&str, &str),
+        make: impl FnOnce(&PoolKey) -> Result<Pool, String>,
     ) -> Result<Arc<Pool>, String> {
         let mut pools = self
             .pools
             .lock()
             .map_err(|_| "pool registry poisoned".to_string())?;
-        if let Some(p) = pools.get(key) {
+        // Looked up by the login's own strings: a key is built only for a
+        // pool that does not exist yet.
+        if let Some(p) = pools.get(&(database, user) as &dyn KeyView) {
             return Ok(p.clone());
         }
-        let p = Arc::new(make()?);
-        pools.insert(key.clone(), p.clone());
+        let key = PoolKey {
+            database: database.to_string(),
+            user: user.to_string(),
+        };
+        let p = Arc::new(make(&key)?);
+        pools.insert(key, p.clone());
         Ok(p)
     }
 
@@ -106,5 +114,73 @@ impl PoolRegistry {
         for p in self.all() {
             p.close();
         }
+    }
+}
+
+/// A pool's key as two borrowed strings, so that the map can be searched
+/// with the strings a login has (see [`PoolRegistry::get_or_create`]).
+trait KeyView {
+    fn view(&self) -> (&str, &str);
+}
+
+impl KeyView for PoolKey {
+    fn view(&self) -> (&str, &str) {
+        (&self.database, &self.user)
+    }
+}
+
+impl KeyView for (&str, &str) {
+    fn view(&self) -> (&str, &str) {
+        *self
+    }
+}
+
+impl<'a> Borrow<dyn KeyView + 'a> for PoolKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl Hash for dyn KeyView + '_ {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.view().hash(h);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.view() == other.view()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::hash_map::RandomState;
+    use std::hash::BuildHasher;
+
+    /// A key and its borrowed view hash and compare alike, so a map of keys
+    /// is searched with borrowed strings; names that only join alike
+    /// ("ab" + "c", "a" + "bc") stay apart.
+    #[test]
+    fn a_key_is_found_by_its_borrowed_strings() {
+        let hasher = RandomState::new();
+        let key = |d: &str, u: &str| PoolKey {
+            database: d.into(),
+            user: u.into(),
+        };
+        let view = |d, u| -> Box<dyn KeyView> { Box::new((d, u)) };
+        assert_eq!(
+            hasher.hash_one(key("app", "bob")),
+            hasher.hash_one(&*view("app", "bob"))
+        );
+        let mut map = HashMap::new();
+        map.insert(key("ab", "c"), 1);
+        map.insert(key("a", "bc"), 2);
+        assert_eq!(map.get(&*view("ab", "c")), Some(&1));
+        assert_eq!(map.get(&*view("a", "bc")), Some(&2));
+        assert_eq!(map.get(&*view("abc", "")), None);
     }
 }
