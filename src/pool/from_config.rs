@@ -34,8 +34,14 @@ pub fn pool_key(config: &Config, database: &str, user: &str) -> Option<PoolKey> 
 fn key_of(db: &crate::config::DatabaseConfig, database: &str, user: &str) -> PoolKey {
     PoolKey {
         database: database.to_string(),
-        user: db.conninfo.user.clone().unwrap_or_else(|| user.to_string()),
+        user: backend_user(db, user).to_string(),
     }
+}
+
+/// The role the backends of `user`'s pool log in as: the entry's conninfo
+/// user if it names one, else the client's own.
+fn backend_user<'a>(db: &'a crate::config::DatabaseConfig, user: &'a str) -> &'a str {
+    db.conninfo.user.as_deref().unwrap_or(user)
 }
 
 impl PoolRegistry {
@@ -50,7 +56,7 @@ impl PoolRegistry {
         let Some(db) = config.database(database) else {
             return Err(NoPool::UnknownDatabase(database.to_string()));
         };
-        let backend_user = db.conninfo.user.as_deref().unwrap_or(user);
+        let backend_user = backend_user(db, user);
         self.get_or_create((database, backend_user), |key| {
             let password = db.conninfo.password.as_deref();
             let creds = credentials_for(auth, backend_user, password);
