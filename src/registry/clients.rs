@@ -205,6 +205,16 @@ enum Peer {
     Socket(Arc<str>),
 }
 
+impl Peer {
+    /// A TCP peer's address, kept as one.
+    fn of(addr: SocketAddr) -> Peer {
+        match addr {
+            SocketAddr::V4(addr) => Peer::V4(addr),
+            SocketAddr::V6(addr) => Peer::V6(Box::new(addr)),
+        }
+    }
+}
+
 /// The entries, the names they share, and the signals every session gets,
 /// including the ones that register later.
 #[derive(Debug, Default)]
@@ -318,8 +328,7 @@ impl ClientRegistry {
             application_name: info.application_name.as_deref(),
         };
         self.insert(new, |m| match info.peer.parse() {
-            Ok(SocketAddr::V4(addr)) => Peer::V4(addr),
-            Ok(SocketAddr::V6(addr)) => Peer::V6(Box::new(addr)),
+            Ok(addr) => Peer::of(addr),
             Err(_) => Peer::Named(m.intern(&info.peer)),
         })
     }
@@ -328,8 +337,7 @@ impl ClientRegistry {
     /// it: nothing is formatted, parsed or copied but its login's names.
     pub fn register_login(self: &Arc<Self>, new: NewClient<'_>, peer: &PeerAddr) -> ClientEntry {
         self.insert(new, |_| match peer {
-            PeerAddr::Tcp(SocketAddr::V4(addr)) => Peer::V4(*addr),
-            PeerAddr::Tcp(SocketAddr::V6(addr)) => Peer::V6(Box::new(*addr)),
+            PeerAddr::Tcp(addr) => Peer::of(*addr),
             PeerAddr::Path(path) => Peer::Socket(path.clone()),
         })
     }
