@@ -136,6 +136,8 @@ pub enum Kind {
     SocketAddr,
     /// A libpq connection string or `postgresql://` URI.
     ConnInfo,
+    /// Some of these strings, `:`-separated, in order of preference.
+    Ordered(&'static [&'static str]),
 }
 
 impl Kind {
@@ -149,10 +151,7 @@ impl Kind {
             Kind::Seconds { max } => format!("whole seconds ≤ {max}s"),
             Kind::Bytes => "size".into(),
             Kind::Bool => "boolean".into(),
-            Kind::Choice(names) => {
-                let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
-                quoted.join(", ")
-            }
+            Kind::Choice(names) => quoted(names),
             Kind::Text => "text".into(),
             Kind::Path => "path".into(),
             Kind::Names => "list of names".into(),
@@ -161,8 +160,17 @@ impl Kind {
             Kind::Mode => "octal mode".into(),
             Kind::SocketAddr => "address:port".into(),
             Kind::ConnInfo => "conninfo".into(),
+            Kind::Ordered(names) => {
+                format!("`:`-separated, in order of preference: {}", quoted(names))
+            }
         }
     }
+}
+
+/// Names as code, comma-separated.
+fn quoted(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    quoted.join(", ")
 }
 
 /// A key's default.

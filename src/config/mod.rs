@@ -238,6 +238,9 @@ pub struct TlsConfig {
     pub loopbacksslmode: Option<SslMode>,
     /// Lowest TLS version accepted. Default TLSv1.2.
     pub min_protocol_version: TlsVersion,
+    /// The TLS 1.3 suites offered, in the order the server chooses among
+    /// those a client offers.
+    pub tls13_ciphers: Vec<Tls13Suite>,
     /// CA certificates client certificates are checked against; when set,
     /// every TLS client is asked for one.
     pub ca_file: Option<PathBuf>,
@@ -248,6 +251,18 @@ pub struct TlsConfig {
     /// The `auth.ident_file` map through which a verify-full policy lets a
     /// certificate's CN log in as a user; `None` = the CN must be the user.
     pub client_cert_map: Option<String>,
+}
+
+/// The TLS 1.3 cipher suites both TLS libraries pgharbor builds with have
+/// (RFC 8446's three; OpenSSL's CCM suites are not in AWS-LC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tls13Suite {
+    /// `"TLS_AES_128_GCM_SHA256"`
+    Aes128GcmSha256,
+    /// `"TLS_AES_256_GCM_SHA384"`
+    Aes256GcmSha384,
+    /// `"TLS_CHACHA20_POLY1305_SHA256"`
+    Chacha20Poly1305Sha256,
 }
 
 /// TLS protocol versions the front-end acceptor can pin as a minimum.

@@ -68,6 +68,7 @@ pub(super) struct RawTls {
     pub socketsslmode: Option<String>,
     pub loopbacksslmode: Option<String>,
     pub min_protocol_version: Option<String>,
+    pub tls13_ciphers: Option<String>,
     pub ca_file: Option<String>,
     pub crl_file: Option<String>,
     pub crl_dir: Option<String>,

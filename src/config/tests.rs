@@ -1,6 +1,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use super::*;
+use Tls13Suite::*;
 
 const PATH: &str = "/etc/pgharbor/pgharbor.toml";
 /// The least a config needs: an auth file for the default scram-sha-256.
@@ -41,6 +42,10 @@ fn minimal_config_gets_the_defaults() {
     assert_eq!(c.tls.socketsslmode, SslMode::Disable);
     assert_eq!(c.tls.loopbacksslmode, None);
     assert_eq!(c.tls.min_protocol_version, TlsVersion::Tls12);
+    assert_eq!(
+        c.tls.tls13_ciphers,
+        [Aes128GcmSha256, Aes256GcmSha384, Chacha20Poly1305Sha256]
+    );
     assert_eq!(c.auth.method, AuthMethod::ScramSha256);
     assert_eq!(
         c.auth.auth_file,
@@ -89,6 +94,7 @@ fn full_config() {
         socketsslmode = "allow"
         loopbacksslmode = "disable"
         min_protocol_version = "TLSv1.1"
+        tls13_ciphers = "TLS_AES_256_GCM_SHA384 : TLS_CHACHA20_POLY1305_SHA256"
         [auth]
         method = "md5"
         auth_file = "../users.txt"
@@ -131,6 +137,10 @@ fn full_config() {
     assert_eq!(c.tls.loopbacksslmode, Some(SslMode::Disable));
     assert_eq!(c.tls.socketsslmode, SslMode::Allow);
     assert_eq!(c.tls.min_protocol_version, TlsVersion::Tls11);
+    assert_eq!(
+        c.tls.tls13_ciphers,
+        [Aes256GcmSha384, Chacha20Poly1305Sha256]
+    );
     assert_eq!(c.auth.method, AuthMethod::Md5);
     assert_eq!(
         c.auth.auth_file,
@@ -286,6 +296,11 @@ fn impossible_values_name_their_key() {
         ("[tls]\nsslmode = \"require\"", "tls.sslmode: \"require\" needs tls.cert_file and tls.key_file"),
         ("[tls]\nsocketsslmode = \"prefer\"", "tls.socketsslmode: \"prefer\" needs tls.cert_file and tls.key_file"),
         ("[tls]\nloopbacksslmode = \"allow\"", "tls.loopbacksslmode: \"allow\" needs tls.cert_file"),
+        ("[tls]\ntls13_ciphers = \"TLS_AES_128_CCM_SHA256\"", "tls.tls13_ciphers: invalid value \"TLS_AES_128_CCM_SHA256\" (expected one of \"TLS_AES_128_GCM_SHA256\", \"TLS_AES_256_GCM_SHA384\", \"TLS_CHACHA20_POLY1305_SHA256\")"),
+        ("[tls]\ntls13_ciphers = \"\"", "tls.tls13_ciphers: \"\" has an empty entry"),
+        ("[tls]\ntls13_ciphers = \"TLS_AES_128_GCM_SHA256::TLS_AES_256_GCM_SHA384\"", "tls.tls13_ciphers: \"TLS_AES_128_GCM_SHA256::TLS_AES_256_GCM_SHA384\" has an empty entry"),
+        ("[tls]\ntls13_ciphers = \"TLS_AES_256_GCM_SHA384:TLS_AES_256_GCM_SHA384\"", "tls.tls13_ciphers: TLS_AES_256_GCM_SHA384 is listed twice"),
+        ("[tls]\ntls13_ciphers = \"tls_aes_128_gcm_sha256\"", "tls.tls13_ciphers: invalid value \"tls_aes_128_gcm_sha256\""),
         ("[tls]\nmin_protocol_version = \"TLSv1.4\"", "tls.min_protocol_version: invalid value \"TLSv1.4\" (expected one of \"TLSv1\", \"TLSv1.1\", \"TLSv1.2\", \"TLSv1.3\")"),
         ("[pool]\nmode = \"Session\"", "pool.mode: invalid value \"Session\""),
         ("[pool]\ndefault_pool_size = 0", "pool.default_pool_size: must be at least 1, not 0"),

@@ -14,7 +14,7 @@ use super::keys::{self, Section};
 use super::raw::{key_part, RawAuth, RawConfig, RawDatabase, RawListen};
 use super::{
     pool, AdminConfig, AuthConfig, AuthMethod, Config, ConfigError, ConnInfo, DatabaseConfig,
-    ListenConfig, LookupConfig, PoolMode, TlsVersion, FALLBACK_DATABASE,
+    ListenConfig, LookupConfig, PoolMode, Tls13Suite, TlsVersion, FALLBACK_DATABASE,
 };
 use crate::config::{is_admin_database, InstanceId, SslMode};
 
@@ -353,4 +353,9 @@ macro_rules! named {
 
 named!(PoolMode { Session => "session", Transaction => "transaction", Statement => "statement" });
 named!(AuthMethod { Trust => "trust", Md5 => "md5", ScramSha256 => "scram-sha-256" });
+named!(Tls13Suite {
+    Aes128GcmSha256 => "TLS_AES_128_GCM_SHA256",
+    Aes256GcmSha384 => "TLS_AES_256_GCM_SHA384",
+    Chacha20Poly1305Sha256 => "TLS_CHACHA20_POLY1305_SHA256",
+});
 named!(TlsVersion { Tls10 => "TLSv1", Tls11 => "TLSv1.1", Tls12 => "TLSv1.2", Tls13 => "TLSv1.3" });

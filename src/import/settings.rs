@@ -106,7 +106,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("client_tls_protocols", to("tls", "min_protocol_version", Conv::TlsProtocols)),
     ("client_tls_ca_file", to("tls", "ca_file", Conv::Unset)),
     ("client_tls_ciphers", none(&["default"], "pgharbor offers the TLS library's default ciphers")),
-    ("client_tls13_ciphers", none(&[""], "pgharbor offers the TLS library's default TLS 1.3 ciphers")),
+    ("client_tls13_ciphers", to("tls", "tls13_ciphers", Conv::Unset)),
     ("client_tls_dheparams", none(&["auto"], "pgharbor uses the TLS library's default key exchange (ECDHE)")),
     ("client_tls_ecdhcurve", none(&["auto"], "pgharbor uses the TLS library's default curves")),
     // TLS toward PostgreSQL: libpq keywords of each database's conninfo.

@@ -411,6 +411,31 @@ fn the_readme_maps_every_key() {
 }
 
 #[test]
+fn the_tls13_suite_list_carries_over_and_empty_keeps_the_default() {
+    use crate::config::Tls13Suite::*;
+    let (imported, config) = import_text(
+        "tls13-ciphers",
+        "[databases]\napp =\n[pgbouncer]\nauth_type = trust\n\
+         client_tls13_ciphers = TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256\n",
+    );
+    assert_eq!(
+        config.tls.tls13_ciphers,
+        [Aes256GcmSha384, Chacha20Poly1305Sha256]
+    );
+    assert!(differs(&imported).is_empty(), "{:?}", imported.notes);
+    let (imported, config) = import_text(
+        "tls13-empty",
+        "[databases]\napp =\n[pgbouncer]\nauth_type = trust\nclient_tls13_ciphers =\n",
+    );
+    assert_eq!(config.tls.tls13_ciphers[0], Aes128GcmSha256);
+    assert!(
+        !imported.toml.contains("tls13_ciphers"),
+        "{}",
+        imported.toml
+    );
+}
+
+#[test]
 fn client_certificate_settings_carry_over() {
     let (imported, config) = import_text(
         "client-certs",

@@ -54,6 +54,9 @@ pub enum TlsError {
     /// `tls.ca_file` or the CRLs cannot be used.
     #[error("{0}")]
     ClientCa(String),
+    /// The TLS library refused `tls.tls13_ciphers`.
+    #[error("tls.tls13_ciphers: {0}")]
+    Suites(String),
     /// Certificate and key do not form a usable identity.
     #[error("tls.cert_file/tls.key_file: {0}")]
     Identity(String),
@@ -102,6 +105,8 @@ pub fn build_acceptor(tls: &TlsConfig) -> Result<Option<Acceptor>, TlsError> {
         TlsVersion::Tls13 => SslVersion::TLS1_3,
     };
     b.set_min_proto_version(Some(min)).map_err(identity)?;
+    super::suites::prefer(&mut b, &tls.tls13_ciphers)
+        .map_err(|e| TlsError::Suites(e.to_string()))?;
     super::verify::configure(&mut b, tls)?;
     if intermediates.is_empty() {
         super::native::build_chain_once(&mut b);

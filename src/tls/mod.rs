@@ -10,6 +10,7 @@ pub mod connector;
 mod crl;
 mod native;
 pub mod policy;
+mod suites;
 pub mod validity;
 pub mod verify;
 

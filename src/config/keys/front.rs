@@ -6,7 +6,7 @@ use super::Reload::{Immediate, NewLogins, Restart};
 use super::Section::{Admin, Auth, Listen, Peers, Service, Tls};
 use super::{dur, opt, opt_dur, opt_path, Get, Key, Kind};
 use crate::config::tcp::{MAX_KEEPALIVE_COUNT, MAX_KEEPALIVE_SECS};
-use crate::config::{AuthMethod, Keepalive, TlsVersion};
+use crate::config::{AuthMethod, Keepalive, Tls13Suite, TlsVersion};
 
 /// The front-end TLS policies; verify-ca and verify-full need `tls.ca_file`.
 const FRONT_END_SSLMODES: &[&str] = &[
@@ -206,6 +206,15 @@ pub(super) const KEYS: &[Key] = &[
         reload: NewLogins,
         doc: "Lowest TLS version a client may negotiate.",
         get: Get::Global(|c| c.tls.min_protocol_version.to_string()),
+    },
+    Key {
+        section: Tls,
+        name: "tls13_ciphers",
+        kind: Kind::Ordered(Tls13Suite::NAMES),
+        default: Str(Tls13Suite::DEFAULT_ORDER),
+        reload: NewLogins,
+        doc: "TLS 1.3 suites offered, chosen in this order rather than the client's (a client that lists ChaCha20 first still gets it).",
+        get: Get::Global(|c| Tls13Suite::join(&c.tls.tls13_ciphers)),
     },
     Key {
         section: Tls,

@@ -203,7 +203,10 @@ fn key_line(line: &str, section: Option<Section>) -> Option<&str> {
     if id && section == Some(Section::Peers) {
         return Some(crate::config::keys::PEER_KEY);
     }
-    let bare = !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+    let bare = name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
     bare.then_some(name)
 }
 

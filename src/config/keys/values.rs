@@ -162,6 +162,37 @@ impl Key {
         parse_named(&self.dotted(), &text)
     }
 
+    /// Several of the choices, `:`-separated and in order of preference
+    /// (OpenSSL's way of writing a suite list): `value`, else the default.
+    /// None may be left out or named twice.
+    pub(in crate::config) fn ordered<T: Named + PartialEq>(
+        &self,
+        value: Option<String>,
+    ) -> Result<Vec<T>, ConfigError> {
+        let key = self.dotted();
+        let text = self
+            .text(value)
+            .ok_or_else(|| self.bug("has no default list"))?;
+        let mut out: Vec<T> = Vec::new();
+        for name in text.split(':').map(str::trim) {
+            if name.is_empty() {
+                return Err(ConfigError::invalid(
+                    &key,
+                    format!("{text:?} has an empty entry (write names separated by \":\")"),
+                ));
+            }
+            let item = parse_named(&key, name)?;
+            if out.contains(&item) {
+                return Err(ConfigError::invalid(
+                    &key,
+                    format!("{name} is listed twice"),
+                ));
+            }
+            out.push(item);
+        }
+        Ok(out)
+    }
+
     /// One of the choices in the named table `table`; `None` when not given.
     pub(in crate::config) fn choice_in<T: Named>(
         &self,
