@@ -1,14 +1,14 @@
 //! Which TLS 1.3 suite a client gets: the first of `tls.tls13_ciphers` it
 //! offers, in the server's order, as PostgreSQL's default
-//! `ssl_prefer_server_ciphers = on` has it; except that a client whose own
-//! first TLS 1.3 suite is ChaCha20 gets ChaCha20 when the list has it, since
-//! a client puts ChaCha20 first when it has no AES instructions (OpenSSL's
-//! `SSL_OP_PRIORITIZE_CHACHA`).
+//! `ssl_prefer_server_ciphers = on` has it; except that a client that lists
+//! ChaCha20 first gets ChaCha20 when the list has it, since a client does
+//! so when it has no AES instructions (OpenSSL's `SSL_OP_PRIORITIZE_CHACHA`).
 //!
 //! The choice matters for logins' cost: libpq lists AES-256-GCM-SHA384
 //! first, and a TLS 1.3 key schedule over SHA-384 costs this pooler about
-//! an eighth of a TLS login's CPU more than one over SHA-256 (README, the
-//! twenty-first measurement), on the client's side as well.
+//! an eighth of a TLS login's CPU more than one over SHA-256, on the
+//! client's side as well (README, the twenty-first and twenty-second
+//! measurements).
 //!
 //! OpenSSL has the server's order as options. AWS-LC always follows the
 //! client's order among the suites allowed, so there the choice is made in
