@@ -7,18 +7,13 @@ mod common;
 
 use std::process::{Command, Stdio};
 
-use common::tls::{psql_conninfo, tls_toml, Certs};
-use common::util::free_port;
-use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TEST_DB};
+use common::tls::{psql_conninfo, tls_pooler, Certs};
+use common::{Pooler, SCRAM_USER, TEST_DB};
 
 fn start(certs: &Certs, suites: Option<&str>) -> Pooler {
     let mut keys = vec![("sslmode", "require")];
-    if let Some(suites) = suites {
-        keys.push(("tls13_ciphers", suites));
-    }
-    let mut opts = PoolerOpts::default().tls(&tls_toml(Some(certs), &keys));
-    opts.port = Some(free_port());
-    Pooler::start(PgCluster::shared(), opts)
+    keys.extend(suites.map(|s| ("tls13_ciphers", s)));
+    tls_pooler(certs, &keys)
 }
 
 /// The suite libpq negotiated, from psql's `\conninfo`.

@@ -7,9 +7,8 @@
 
 mod common;
 
-use common::tls::{psql_conninfo, tls_toml, Certs, PsqlRun};
-use common::util::free_port;
-use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TEST_DB};
+use common::tls::{psql_conninfo, tls_pooler, Certs, PsqlRun};
+use common::{Pooler, SCRAM_USER, TEST_DB};
 
 /// psql over TCP with TLS required, plus the `extra` conninfo keywords.
 fn psql(pooler: &Pooler, extra: &str) -> PsqlRun {
@@ -26,12 +25,8 @@ fn psql(pooler: &Pooler, extra: &str) -> PsqlRun {
 
 fn start(certs: &Certs, min: Option<&str>) -> Pooler {
     let mut keys = vec![("sslmode", "require")];
-    if let Some(min) = min {
-        keys.push(("min_protocol_version", min));
-    }
-    let mut opts = PoolerOpts::default().tls(&tls_toml(Some(certs), &keys));
-    opts.port = Some(free_port());
-    Pooler::start(PgCluster::shared(), opts)
+    keys.extend(min.map(|m| ("min_protocol_version", m)));
+    tls_pooler(certs, &keys)
 }
 
 fn protocol(run: &PsqlRun) -> Option<&str> {

@@ -74,6 +74,14 @@ pub fn tls_toml(certs: Option<&Certs>, keys: &[(&str, &str)]) -> String {
     t
 }
 
+/// A pooler on its own TCP port serving `certs`, with the listed `[tls]`
+/// keys, in front of the shared cluster.
+pub fn tls_pooler(certs: &Certs, keys: &[(&str, &str)]) -> super::Pooler {
+    let mut opts = super::PoolerOpts::default().tls(&tls_toml(Some(certs), keys));
+    opts.port = Some(super::util::free_port());
+    super::Pooler::start(super::PgCluster::shared(), opts)
+}
+
 /// What one psql run showed.
 #[derive(Debug, Clone)]
 pub struct PsqlRun {
