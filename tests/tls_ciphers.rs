@@ -6,6 +6,7 @@
 mod common;
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use common::tls::{psql_conninfo, tls_pooler, Certs};
 use common::{Pooler, SCRAM_USER, TEST_DB};
@@ -109,6 +110,42 @@ fn a_configured_list_is_the_order_and_the_limit() {
     assert_eq!(
         offer(&format!("{CHACHA}:{AES128}")).as_deref(),
         Some(AES128)
+    );
+    assert_eq!(libpq_suite(&pooler), AES256);
+}
+
+/// Rewrites the pooler's `tls13_ciphers` line and sends SIGHUP; waits for
+/// the `n`th `marker` in the log.
+fn reload_suites(pooler: &Pooler, from: &str, to: &str, marker: &str, n: usize) {
+    let path = pooler.config_path();
+    let text = std::fs::read_to_string(path).expect("read config");
+    let line = format!("tls13_ciphers = \"{from}\"");
+    assert!(text.contains(&line), "no {line} in\n{text}");
+    let text = text.replace(&line, &format!("tls13_ciphers = \"{to}\""));
+    std::fs::write(path, text).expect("write config");
+    pooler.signal(libc::SIGHUP);
+    assert!(
+        pooler.wait_for_log(marker, n, Duration::from_secs(10)),
+        "no {n}th {marker:?} after SIGHUP:\n{}",
+        pooler.log_text()
+    );
+}
+
+#[test]
+fn a_reload_changes_the_order_for_new_logins_and_a_bad_list_changes_nothing() {
+    let certs = Certs::generate("suites-reload");
+    let pooler = start(&certs, Some(AES128));
+    assert_eq!(libpq_suite(&pooler), AES128);
+    let both = format!("{AES256}:{AES128}");
+    reload_suites(&pooler, AES128, &both, "configuration reloaded", 1);
+    assert_eq!(libpq_suite(&pooler), AES256);
+    // A name neither TLS library build has: the reload is refused, the
+    // running order stays.
+    reload_suites(&pooler, &both, "TLS_AES_128_CCM_SHA256", "reload failed", 1);
+    assert!(
+        pooler.log_text().contains("tls.tls13_ciphers"),
+        "the failed reload does not name the key:\n{}",
+        pooler.log_text()
     );
     assert_eq!(libpq_suite(&pooler), AES256);
 }
