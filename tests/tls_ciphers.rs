@@ -8,8 +8,10 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::tls::{psql_conninfo, tls_pooler, Certs};
-use common::{Pooler, SCRAM_USER, TEST_DB};
+use common::clients::{psql, psql_cmd};
+use common::tls::{psql_conninfo, tls_pooler, tls_toml, Certs};
+use common::util::free_port;
+use common::{PgCluster, Pooler, PoolerOpts, Transport, SCRAM_USER, TEST_DB};
 
 fn start(certs: &Certs, suites: Option<&str>) -> Pooler {
     let mut keys = vec![("sslmode", "require")];
@@ -148,4 +150,65 @@ fn a_reload_changes_the_order_for_new_logins_and_a_bad_list_changes_nothing() {
         pooler.log_text()
     );
     assert_eq!(libpq_suite(&pooler), AES256);
+}
+
+/// SHOW CLIENTS' `tls` column for the one client row that has one, read
+/// over the admin console while a psql session (`extra` conninfo keywords)
+/// sleeps inside the pooler.
+fn tls_column_while_connected(pooler: &Pooler, extra: &str) -> String {
+    let session = format!(
+        "host=127.0.0.1 port={} user={} dbname={TEST_DB} sslmode=require {extra}",
+        pooler.port(),
+        SCRAM_USER.0
+    );
+    let mut sleeper = psql_cmd(&session, Some(SCRAM_USER.1))
+        .args(["-c", "SELECT pg_sleep(5)"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start psql");
+    let admin = pooler.conninfo(
+        Transport::Unix,
+        SCRAM_USER.0,
+        Some(SCRAM_USER.1),
+        "pgharbor",
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let column = loop {
+        let out = psql(&admin, Some(SCRAM_USER.1), "SHOW CLIENTS");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        // psql -At: the 18th of 21 '|'-separated columns is `tls`.
+        let found = text
+            .lines()
+            .filter_map(|row| row.split('|').nth(17))
+            .find(|tls| !tls.is_empty())
+            .map(str::to_string);
+        match found {
+            Some(tls) => break tls,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            None => panic!("no TLS client in SHOW CLIENTS:\n{text}"),
+        }
+    };
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    column
+}
+
+#[test]
+fn show_clients_says_what_each_tls_session_negotiated() {
+    let certs = Certs::generate("suites-show");
+    let mut opts = PoolerOpts::default()
+        .tls(&tls_toml(Some(&certs), &[("sslmode", "require")]))
+        .admin_users(&[SCRAM_USER.0]);
+    opts.port = Some(free_port());
+    let pooler = Pooler::start(PgCluster::shared(), opts);
+    // PgBouncer's form; libpq (OpenSSL 3) offers an X25519 key share.
+    assert_eq!(
+        tls_column_while_connected(&pooler, ""),
+        format!("TLSv1.3/{AES128}/ECDH=X25519")
+    );
+    let tls12 = tls_column_while_connected(&pooler, "ssl_max_protocol_version=TLSv1.2");
+    assert_eq!(tls12, "TLSv1.2/ECDHE-ECDSA-AES128-GCM-SHA256/ECDH=X25519");
 }

@@ -14,8 +14,11 @@
 //!   none, as PgBouncer shows it; on a server row, that of the client
 //!   holding it, empty when none does.
 //!
-//! What differs from PgBouncer: `tls` is `TLS` or empty (the protocol and
-//! cipher are not recorded); times are UTC. Not recorded, so NULL:
+//! - `tls`: on a client row, what its session negotiated in PgBouncer's
+//!   form (`TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519`), empty without TLS.
+//!
+//! What differs from PgBouncer: `tls` on a server row is `TLS` or empty
+//! (a backend's protocol and cipher are not recorded); times are UTC. Not recorded, so NULL:
 //! `local_addr`, `local_port`, `request_time`; `close_needed` and
 //! `prepared_statements` are 0.
 
@@ -66,7 +69,9 @@ struct Socket {
     ptr: String,
     link: Option<String>,
     remote_pid: i64,
-    tls: bool,
+    /// PgBouncer's form for a client (`TLSv1.3/suite/ECDH=group`); `TLS`
+    /// for a backend; empty without TLS.
+    tls: String,
     wait: Duration,
     application_name: String,
     id: u64,
@@ -74,7 +79,6 @@ struct Socket {
 
 impl Socket {
     fn row(self) -> Vec<Value> {
-        let tls = if self.tls { "TLS" } else { "" };
         let (wait, wait_us) = seconds_and_us(self.wait);
         vec![
             self.kind.into(),
@@ -94,7 +98,7 @@ impl Socket {
             self.ptr.into(),
             Value::opt_text(self.link),
             Value::Int(self.remote_pid),
-            tls.into(),
+            self.tls.into(),
             self.application_name.into(),
             Value::Int(0),
             Value::uint(self.id),
@@ -153,7 +157,7 @@ pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
             ptr: format!("c{}", c.id),
             link: c.backend.map(|b| format!("s{b}")),
             remote_pid: 0,
-            tls: c.tls,
+            tls: c.tls.map(|l| l.to_string()).unwrap_or_default(),
             wait: c.wait.unwrap_or_default(),
             application_name: c.application_name.unwrap_or_default(),
             id: c.id,
@@ -195,7 +199,7 @@ pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
                 ptr: format!("s{}", s.id),
                 link: s.client.map(|c| format!("c{c}")),
                 remote_pid: s.pid.into(),
-                tls: s.tls,
+                tls: if s.tls { "TLS".into() } else { String::new() },
                 wait: Duration::ZERO,
                 application_name: s
                     .client

@@ -119,7 +119,7 @@ fn restore(
         user: moved.user.clone(),
         database: moved.database.clone(),
         transport,
-        tls: false,
+        tls: None,
         peer: moved.peer.clone(),
         connected_at: moving::connected_at(moved.connected_at_ms),
         state: ClientState::Idle,

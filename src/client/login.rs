@@ -176,7 +176,7 @@ pub(super) async fn attach(
         user: &user,
         database: &database,
         transport: ctx.transport,
-        tls: stream.is_tls(),
+        tls: stream.tls_label(),
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,

@@ -390,7 +390,7 @@ mod task_layout {
             user: "alice".into(),
             database: "app".into(),
             transport: Transport::Unix,
-            tls: false,
+            tls: None,
             peer: "unix".into(),
             connected_at: std::time::SystemTime::now(),
             state: crate::registry::ClientState::Idle,

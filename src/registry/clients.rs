@@ -18,6 +18,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::signals::{End, Signals, MOVING};
 use crate::listener::{PeerAddr, Transport};
+use crate::tls::label::Label;
 
 /// Where a client is in its life; reported by the admin console.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +69,8 @@ pub struct ClientInfo {
     pub database: String,
     /// How it reached the pooler.
     pub transport: Transport,
-    /// Whether TLS is in use.
-    pub tls: bool,
+    /// What its TLS session negotiated, if it uses TLS.
+    pub tls: Option<Label>,
     /// Peer address or socket path.
     pub peer: String,
     /// When it logged in.
@@ -97,8 +98,8 @@ pub struct NewClient<'a> {
     pub database: &'a str,
     /// How it reached the pooler.
     pub transport: Transport,
-    /// Whether TLS is in use.
-    pub tls: bool,
+    /// What its TLS session negotiated, if it uses TLS.
+    pub tls: Option<Label>,
     /// When it logged in.
     pub connected_at: SystemTime,
     /// What it is doing.
@@ -121,7 +122,7 @@ struct Live {
     /// application_name) triples, and one thin pointer is all they cost.
     login: Arc<Login>,
     transport: Transport,
-    tls: bool,
+    tls: Option<Label>,
     peer: Peer,
     /// When it logged in, in µs since the Unix epoch.
     connected_at: u64,
@@ -542,7 +543,7 @@ mod tests {
             user: "u".into(),
             database: "d".into(),
             transport: Transport::Unix,
-            tls: false,
+            tls: None,
             peer: "/tmp/.s.PGSQL.6432".into(),
             connected_at: SystemTime::now(),
             state: ClientState::WaitingForBackend,
@@ -588,7 +589,7 @@ mod tests {
             user: "u".into(),
             database: "d".into(),
             transport: Transport::Unix,
-            tls: false,
+            tls: None,
             peer: "127.0.0.1:1".into(),
             connected_at: SystemTime::now(),
             state: ClientState::Idle,
@@ -633,7 +634,7 @@ mod tests {
             user: "alice".into(),
             database: "app".into(),
             transport: Transport::LoopbackTcp,
-            tls: false,
+            tls: None,
             peer: peer.into(),
             connected_at: SystemTime::now(),
             state: ClientState::Idle,
@@ -673,7 +674,7 @@ mod tests {
             user: "alice",
             database: "app",
             transport: Transport::Unix,
-            tls: false,
+            tls: None,
             connected_at: SystemTime::now(),
             state: ClientState::WaitingForBackend,
             backend: None,
@@ -693,7 +694,7 @@ mod tests {
             user: "alice".into(),
             database: "app".into(),
             transport: Transport::Unix,
-            tls: false,
+            tls: None,
             peer: "/tmp/.s.PGSQL.6432".into(),
             connected_at: SystemTime::now(),
             state: ClientState::Idle,
@@ -746,7 +747,7 @@ mod tests {
             user: user.into(),
             database: database.into(),
             transport: Transport::LoopbackTcp,
-            tls: false,
+            tls: None,
             peer: "[::1]:5000".into(),
             connected_at: UNIX_EPOCH + Duration::from_micros(1_765_000_000_123_456),
             state: ClientState::Idle,

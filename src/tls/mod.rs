@@ -8,6 +8,7 @@ pub mod channel_binding;
 mod client_cert;
 pub mod connector;
 mod crl;
+pub mod label;
 mod native;
 pub mod policy;
 mod suites;

@@ -7,7 +7,6 @@
 use std::ffi::{c_int, c_long};
 use std::path::Path;
 
-#[cfg(feature = "aws-lc")]
 use foreign_types::ForeignTypeRef as _;
 use openssl::error::ErrorStack;
 use openssl::ssl::{SslContextBuilder, SslContextRef, SslMode, SslVerifyMode};
@@ -193,4 +192,35 @@ pub(super) fn build_chain_once(b: &mut SslContextBuilder) {
         // SAFETY: as above.
         unsafe { openssl_sys::SSL_CTX_clear_mode(b.as_ptr(), SslMode::NO_AUTO_CHAIN.bits() as _) };
     }
+}
+
+/// The key-exchange group a finished handshake used, by OpenSSL's short
+/// name (`X25519`, `prime256v1`); `None` without one (TLS 1.2 RSA key
+/// exchange) or for a group the library has no name for.
+pub(super) fn negotiated_group(ssl: &openssl::ssl::SslRef) -> Option<&'static str> {
+    #[cfg(not(feature = "aws-lc"))]
+    // SSL_get_negotiated_group: a macro over SSL_ctrl in OpenSSL 3's ssl.h.
+    const SSL_CTRL_GET_NEGOTIATED_GROUP: c_int = 134;
+    // SAFETY: the session is live and borrowed; the control takes no pointer.
+    #[cfg(not(feature = "aws-lc"))]
+    let nid = unsafe {
+        openssl_sys::SSL_ctrl(
+            ssl.as_ptr(),
+            SSL_CTRL_GET_NEGOTIATED_GROUP,
+            0,
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: as above.
+    #[cfg(feature = "aws-lc")]
+    let nid = unsafe { openssl_sys::SSL_get_negotiated_group(ssl.as_ptr()) };
+    let nid = std::ffi::c_int::try_from(nid).ok().filter(|n| *n > 0)?;
+    // SAFETY: OBJ_nid2sn returns a pointer into the library's static object
+    // table, or null for an unknown NID.
+    let name = unsafe { openssl_sys::OBJ_nid2sn(nid) };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a static, NUL-terminated C string (checked non-null above).
+    unsafe { std::ffi::CStr::from_ptr(name) }.to_str().ok()
 }
