@@ -23,6 +23,7 @@ use crate::registry::secrets::Found;
 use crate::registry::{ClientEntry, ClientState, NewClient};
 use crate::stats::{AuthKind, Class};
 use crate::stream::Stream;
+use crate::tls::label::Label;
 
 /// A client that has proved who it is.
 pub(super) struct Login {
@@ -130,6 +131,14 @@ fn known_secret<'a>(
     snapshot.secret(user).or(looked_up.as_deref())
 }
 
+/// What a TLS client's session negotiated, for SHOW CLIENTS.
+fn tls_label(stream: &Stream) -> Option<Label> {
+    match stream {
+        Stream::Tls(tls) => Label::of(tls.ssl()),
+        _ => None,
+    }
+}
+
 /// The method a login went by: what it was offered, or SCRAM when an md5
 /// login ran SCRAM (a SCRAM secret cannot check an md5 answer).
 fn auth_kind(exchange: Exchange, proof: &Proof) -> AuthKind {
@@ -176,7 +185,7 @@ pub(super) async fn attach(
         user: &user,
         database: &database,
         transport: ctx.transport,
-        tls: stream.tls_label(),
+        tls: tls_label(stream),
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,

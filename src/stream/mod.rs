@@ -184,14 +184,6 @@ impl Stream {
         }
     }
 
-    /// What the TLS session negotiated, on a TLS stream.
-    pub fn tls_label(&self) -> Option<crate::tls::label::Label> {
-        match self {
-            Stream::Tls(tls) => crate::tls::label::Label::of(tls.ssl()),
-            _ => None,
-        }
-    }
-
     /// True when the bytes are encrypted.
     pub fn is_tls(&self) -> bool {
         matches!(self, Stream::Tls(_))
