@@ -125,12 +125,7 @@ fn reload_suites(pooler: &Pooler, from: &str, to: &str, marker: &str, n: usize) 
     assert!(text.contains(&line), "no {line} in\n{text}");
     let text = text.replace(&line, &format!("tls13_ciphers = \"{to}\""));
     std::fs::write(path, text).expect("write config");
-    pooler.signal(libc::SIGHUP);
-    assert!(
-        pooler.wait_for_log(marker, n, Duration::from_secs(10)),
-        "no {n}th {marker:?} after SIGHUP:\n{}",
-        pooler.log_text()
-    );
+    pooler.sighup_until(marker, n);
 }
 
 #[test]

@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
 
 use common::tls::{connect_tls_tcp, psql_conninfo, tls_toml, Certs, PsqlRun};
 use common::{PgCluster, Pooler, PoolerOpts, SCRAM_USER, TEST_DB};
@@ -80,16 +79,7 @@ fn reload_with(pooler: &Pooler, key: &str, value: &str, marker: &str, n: usize) 
         .collect();
     assert!(found, "no {key} line in\n{text}");
     std::fs::write(path, edited.join("\n") + "\n").expect("write config");
-    sighup(pooler, marker, n);
-}
-
-fn sighup(pooler: &Pooler, marker: &str, n: usize) {
-    pooler.signal(libc::SIGHUP);
-    assert!(
-        pooler.wait_for_log(marker, n, Duration::from_secs(10)),
-        "no {n}th {marker:?} in the log after SIGHUP:\n{}",
-        pooler.log_text()
-    );
+    pooler.sighup_until(marker, n);
 }
 
 #[test]
@@ -138,7 +128,7 @@ fn sighup_swaps_the_certificate_and_survives_broken_files() {
     // Certificate B in place of A, then SIGHUP.
     install(&b.cert, &live.cert);
     install(&b.key, &live.key);
-    sighup(&pooler, RELOADED, 1);
+    pooler.sighup_until(RELOADED, 1);
     assert_tls_with(&pooler, &b.ca, "after reloading certificate B");
     assert_rejected_by(&pooler, &a.ca, "after reloading certificate B");
     still_usable("after reloading certificate B");

@@ -626,6 +626,17 @@ impl Pooler {
         kill(self.pid(), sig);
     }
 
+    /// Sends SIGHUP and waits until the log has the `n`th `marker`
+    /// ("configuration reloaded", "reload failed").
+    pub fn sighup_until(&self, marker: &str, n: usize) {
+        self.signal(libc::SIGHUP);
+        assert!(
+            self.wait_for_log(marker, n, Duration::from_secs(10)),
+            "no {n}th {marker:?} in the log after SIGHUP:\n{}",
+            self.log_text()
+        );
+    }
+
     /// Waits for the process to exit; None if it is still running.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
         wait_child(self.child.as_mut().expect("pooler child"), timeout)
