@@ -17,10 +17,10 @@
 //! - `tls`: on a client row, what its session negotiated in PgBouncer's
 //!   form (`TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519`), empty without TLS.
 //!
-//! What differs from PgBouncer: `tls` on a server row is `TLS` or empty
-//! (a backend's protocol and cipher are not recorded); times are UTC. Not recorded, so NULL:
-//! `local_addr`, `local_port`, `request_time`; `close_needed` and
-//! `prepared_statements` are 0.
+//! What differs from PgBouncer: `tls` on a server row is `TLS` or empty (a
+//! backend's protocol and cipher are not recorded); times are UTC. Not
+//! recorded, so NULL: `local_addr`, `local_port`, `request_time`;
+//! `close_needed` and `prepared_statements` are 0.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
