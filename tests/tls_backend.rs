@@ -6,9 +6,9 @@
 
 mod common;
 
-use common::clients::connect;
+use common::clients::{connect, psql};
 use common::tls::{other_name_for_loopback, Certs};
-use common::{Backend, DbEntry, PgCluster, Pooler, PoolerOpts, TRUST_USER};
+use common::{Backend, DbEntry, PgCluster, Pooler, PoolerOpts, Transport, TRUST_USER};
 
 /// What a client of one database entry should see.
 #[derive(Debug)]
@@ -344,4 +344,66 @@ fn hostile_answers_to_the_backend_ssl_request_never_reach_the_client() {
             d.message()
         );
     }
+}
+
+/// SHOW SERVERS' `tls` for a TLS backend against PostgreSQL's own account
+/// of the same connection (`pg_stat_ssl`'s version and cipher for the
+/// backend's pid): the protocol and suite must agree; a socket backend
+/// shows nothing.
+#[test]
+fn show_servers_says_what_postgresql_says_the_backend_negotiated() {
+    let pg = PgCluster::shared();
+    let dbs = vec![
+        DbEntry::new("tls_shown", Backend::Tcp).conninfo_extra("sslmode=require"),
+        DbEntry::new("plain_shown", Backend::Unix),
+    ];
+    let pooler = Pooler::start(
+        pg,
+        PoolerOpts::default()
+            .auth("trust")
+            .admin_users(&[TRUST_USER])
+            .databases(dbs),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let seen = |db: &str| -> (i32, String) {
+        rt.block_on(async {
+            let conninfo = format!(
+                "host={} port={} user={TRUST_USER} dbname={db} sslmode=disable",
+                pooler.socket_dir().display(),
+                pooler.port()
+            );
+            let client = connect(&conninfo).await.expect("connect");
+            let row = client
+                .query_one(
+                    "SELECT pg_backend_pid(), coalesce(version || '/' || cipher || '/', '') \
+                     FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+                    &[],
+                )
+                .await
+                .expect("pg_stat_ssl");
+            (row.get(0), row.get(1))
+        })
+    };
+    let (tls_pid, tls_prefix) = seen("tls_shown");
+    let (plain_pid, plain) = seen("plain_shown");
+    assert!(tls_prefix.starts_with("TLSv1.3/"), "{tls_prefix:?}");
+    assert_eq!(plain, "");
+
+    let admin = pooler.conninfo(Transport::Unix, TRUST_USER, None, "pgharbor");
+    let out = psql(&admin, None, "SHOW SERVERS");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    // psql -At: `remote_pid` and `tls` are the 17th and 18th of 21 columns.
+    let tls_of = |pid: i32| -> String {
+        text.lines()
+            .map(|row| row.split('|').collect::<Vec<_>>())
+            .find(|cols| cols.get(16) == Some(&pid.to_string().as_str()))
+            .and_then(|cols| cols.get(17).map(|s| s.to_string()))
+            .unwrap_or_else(|| panic!("no server row for pid {pid}:\n{text}"))
+    };
+    let shown = tls_of(tls_pid);
+    assert!(
+        shown.starts_with(&tls_prefix) && shown.contains("/ECDH="),
+        "SHOW SERVERS says {shown:?}, PostgreSQL says {tls_prefix:?}"
+    );
+    assert_eq!(tls_of(plain_pid), "");
 }

@@ -14,13 +14,12 @@
 //!   none, as PgBouncer shows it; on a server row, that of the client
 //!   holding it, empty when none does.
 //!
-//! - `tls`: on a client row, what its session negotiated in PgBouncer's
+//! - `tls`: what the connection's TLS session negotiated, in PgBouncer's
 //!   form (`TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519`), empty without TLS.
 //!
-//! What differs from PgBouncer: `tls` on a server row is `TLS` or empty (a
-//! backend's protocol and cipher are not recorded); times are UTC. Not
-//! recorded, so NULL: `local_addr`, `local_port`, `request_time`;
-//! `close_needed` and `prepared_statements` are 0.
+//! What differs from PgBouncer: times are UTC. Not recorded, so NULL:
+//! `local_addr`, `local_port`, `request_time`; `close_needed` and
+//! `prepared_statements` are 0.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
@@ -69,8 +68,7 @@ struct Socket {
     ptr: String,
     link: Option<String>,
     remote_pid: i64,
-    /// PgBouncer's form for a client (`TLSv1.3/suite/ECDH=group`); `TLS`
-    /// for a backend; empty without TLS.
+    /// PgBouncer's form (`TLSv1.3/suite/ECDH=group`); empty without TLS.
     tls: String,
     wait: Duration,
     application_name: String,
@@ -199,7 +197,7 @@ pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
                 ptr: format!("s{}", s.id),
                 link: s.client.map(|c| format!("c{c}")),
                 remote_pid: s.pid.into(),
-                tls: if s.tls { "TLS".into() } else { String::new() },
+                tls: s.tls.map(|l| l.to_string()).unwrap_or_default(),
                 wait: Duration::ZERO,
                 application_name: s
                     .client

@@ -24,6 +24,7 @@ use crate::protocol::tags::{auth, be, encryption};
 use crate::protocol::{be_u32, frontend::split_cstr, Violation};
 use crate::stream::{read_tagged, Stream};
 use crate::tls::connector::Opening;
+use crate::tls::label::Label;
 use crate::tls::BackendTls;
 
 impl Link {
@@ -80,7 +81,7 @@ impl Link {
                 link.id,
                 link.cancel.pid,
                 link.transport,
-                link.stream.is_tls(),
+                Label::of_stream(&link.stream),
             )
             .on(target),
         );

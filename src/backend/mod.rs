@@ -243,7 +243,7 @@ impl Link {
         };
         Link {
             id,
-            status: Arc::new(LinkStatus::new(id, 0, transport, false)),
+            status: Arc::new(LinkStatus::new(id, 0, transport, None)),
             transport,
             stream,
             buf: FrameBuf::new(RELAY_BUF, RELAY_BUF.max(MAX_INSPECTED)),

@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use super::BackendTarget;
 use crate::listener::Transport;
+use crate::tls::label::Label;
 
 /// Where a link is in its life in the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,8 +50,8 @@ pub struct LinkStatus {
     pub pid: i32,
     /// How it is reached.
     pub transport: Transport,
-    /// Whether TLS is in use.
-    pub tls: bool,
+    /// What its TLS session negotiated, if it uses TLS.
+    pub tls: Option<Label>,
     /// When it was opened.
     pub connected_at: SystemTime,
     /// The host of the conninfo's list it is on (None only in unit tests).
@@ -70,8 +71,8 @@ pub struct ServerInfo {
     pub pid: i32,
     /// How it is reached.
     pub transport: Transport,
-    /// Whether TLS is in use.
-    pub tls: bool,
+    /// What its TLS session negotiated, if it uses TLS.
+    pub tls: Option<Label>,
     /// When it was opened.
     pub connected_at: SystemTime,
     /// The host it is on.
@@ -86,7 +87,7 @@ pub struct ServerInfo {
 
 impl LinkStatus {
     /// The status of a link just opened (idle, no client yet).
-    pub fn new(id: u64, pid: i32, transport: Transport, tls: bool) -> LinkStatus {
+    pub fn new(id: u64, pid: i32, transport: Transport, tls: Option<Label>) -> LinkStatus {
         LinkStatus {
             id,
             pid,
@@ -146,7 +147,7 @@ mod tests {
 
     #[test]
     fn tracks_state_client_and_logins() {
-        let s = LinkStatus::new(1, 101, Transport::Unix, false);
+        let s = LinkStatus::new(1, 101, Transport::Unix, None);
         s.set(ServerState::Active, Some(7));
         s.set(ServerState::Resetting, None);
         s.set(ServerState::Active, Some(8));

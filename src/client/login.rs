@@ -131,14 +131,6 @@ fn known_secret<'a>(
     snapshot.secret(user).or(looked_up.as_deref())
 }
 
-/// What a TLS client's session negotiated, for SHOW CLIENTS.
-fn tls_label(stream: &Stream) -> Option<Label> {
-    match stream {
-        Stream::Tls(tls) => Label::of(tls.ssl()),
-        _ => None,
-    }
-}
-
 /// The method a login went by: what it was offered, or SCRAM when an md5
 /// login ran SCRAM (a SCRAM secret cannot check an md5 answer).
 fn auth_kind(exchange: Exchange, proof: &Proof) -> AuthKind {
@@ -185,7 +177,7 @@ pub(super) async fn attach(
         user: &user,
         database: &database,
         transport: ctx.transport,
-        tls: tls_label(stream),
+        tls: Label::of_stream(stream),
         connected_at: std::time::SystemTime::now(),
         state: ClientState::WaitingForBackend,
         backend: None,

@@ -45,7 +45,7 @@ mod tests {
     #[test]
     fn lists_what_each_link_publishes_until_closed() {
         let r = ServerRegistry::default();
-        let status = Arc::new(LinkStatus::new(1, 101, Transport::Unix, false));
+        let status = Arc::new(LinkStatus::new(1, 101, Transport::Unix, None));
         r.with(|m| m.insert(1, status.clone()));
         assert_eq!(r.list()[0].state, ServerState::Idle);
         r.closed(1);

@@ -1,5 +1,5 @@
-//! What a client's TLS session negotiated, as SHOW CLIENTS shows it in
-//! PgBouncer's form: `TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519`.
+//! What a TLS session negotiated, as SHOW CLIENTS and SHOW SERVERS show it
+//! in PgBouncer's form: `TLSv1.3/TLS_AES_128_GCM_SHA256/ECDH=X25519`.
 //!
 //! Every idle client keeps its label in the registry, so a label is two
 //! bytes: an index into a process-wide table of the (protocol, suite,
@@ -35,6 +35,14 @@ impl Label {
             super::native::negotiated_group(ssl),
         );
         Label::intern(triple)
+    }
+
+    /// The label of a stream's TLS session; `None` for a plain stream.
+    pub fn of_stream(stream: &crate::stream::Stream) -> Option<Label> {
+        match stream {
+            crate::stream::Stream::Tls(tls) => Label::of(tls.ssl()),
+            _ => None,
+        }
     }
 
     fn intern(triple: Triple) -> Option<Label> {
