@@ -19,7 +19,7 @@ type Triple = (&'static str, &'static str, Option<&'static str>);
 /// Every triple seen, in order; a label is its index plus one.
 static SEEN: RwLock<Vec<Triple>> = RwLock::new(Vec::new());
 
-/// A client's negotiated TLS parameters, formatted when shown.
+/// A connection's negotiated TLS parameters, formatted when shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Label(NonZeroU16);
 
