@@ -31,6 +31,7 @@ use crate::config::{BackendHost, Config};
 use crate::listener::Transport;
 use crate::pooler::Pooler;
 use crate::registry::ClientState;
+use crate::tls::label::Label;
 
 const COLUMNS: [(&str, Type); 21] = [
     ("type", Type::Text),
@@ -68,8 +69,7 @@ struct Socket {
     ptr: String,
     link: Option<String>,
     remote_pid: i64,
-    /// PgBouncer's form (`TLSv1.3/suite/ECDH=group`); empty without TLS.
-    tls: String,
+    tls: Option<Label>,
     wait: Duration,
     application_name: String,
     id: u64,
@@ -96,7 +96,8 @@ impl Socket {
             self.ptr.into(),
             Value::opt_text(self.link),
             Value::Int(self.remote_pid),
-            self.tls.into(),
+            // PgBouncer's form (`TLSv1.3/suite/ECDH=group`); empty without TLS.
+            self.tls.map_or_else(String::new, |l| l.to_string()).into(),
             self.application_name.into(),
             Value::Int(0),
             Value::uint(self.id),
@@ -155,7 +156,7 @@ pub fn clients(pooler: &Pooler, _: &Authorized) -> ResultSet {
             ptr: format!("c{}", c.id),
             link: c.backend.map(|b| format!("s{b}")),
             remote_pid: 0,
-            tls: c.tls.map(|l| l.to_string()).unwrap_or_default(),
+            tls: c.tls,
             wait: c.wait.unwrap_or_default(),
             application_name: c.application_name.unwrap_or_default(),
             id: c.id,
@@ -197,7 +198,7 @@ pub fn servers(pooler: &Pooler, _: &Authorized) -> ResultSet {
                 ptr: format!("s{}", s.id),
                 link: s.client.map(|c| format!("c{c}")),
                 remote_pid: s.pid.into(),
-                tls: s.tls.map(|l| l.to_string()).unwrap_or_default(),
+                tls: s.tls,
                 wait: Duration::ZERO,
                 application_name: s
                     .client
