@@ -1,0 +1,151 @@
+//! A relay that does no work: it accepts on a Unix socket, opens one
+//! connection to PostgreSQL's socket per client and copies bytes both ways,
+//! parsing nothing. Two I/O models, one thread each, so their CPU per
+//! transaction can be set beside PgBouncer's and HAProxy's (pgharbor
+//! issue 15): is an epoll-style relay (tokio here, HAProxy and PgBouncer in
+//! C) at the floor of this machine, or does io_uring's batched submission go
+//! below it?
+//!
+//! ```text
+//! relay-floor --io uring|tokio|hybrid [--link] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! ```
+//!
+//! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
+//! `TCP_NODELAY` on accepted sockets, as the poolers set it); the backend
+//! is always PostgreSQL's Unix socket, as the poolers' are in pgbench/run.
+
+mod hybrid;
+mod uring;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The I/O model the relay runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Io {
+    /// One io_uring, one thread: a submission and the wait for completions
+    /// share one `io_uring_enter`.
+    Uring,
+    /// tokio's current-thread runtime (epoll), `copy_bidirectional` per
+    /// client: what pgharbor's relay would cost if it did nothing.
+    Tokio,
+    /// tokio runs the tasks, one io_uring does their I/O.
+    Hybrid,
+}
+
+/// The command line.
+#[derive(Debug)]
+struct Args {
+    io: Io,
+    /// uring only: chain each send to the next receive on the same socket
+    /// (`IOSQE_IO_LINK`), so the receive is armed without a trip through
+    /// user space.
+    link: bool,
+    listen: Listen,
+    backend: PathBuf,
+}
+
+/// Where clients connect.
+#[derive(Debug, Clone)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(std::net::SocketAddr),
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut io = None;
+    let mut link = false;
+    let mut listen = None;
+    let mut backend = None;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--io" => {
+                io = Some(match it.next().as_deref() {
+                    Some("uring") => Io::Uring,
+                    Some("tokio") => Io::Tokio,
+                    Some("hybrid") => Io::Hybrid,
+                    other => {
+                        return Err(format!(
+                            "--io: expected uring, tokio or hybrid, got {other:?}"
+                        ))
+                    }
+                })
+            }
+            "--link" => link = true,
+            "--yield" => hybrid::YIELD.store(true, std::sync::atomic::Ordering::Relaxed),
+            "--listen" => {
+                listen = it.next().map(|a| match a.parse() {
+                    Ok(addr) => Listen::Tcp(addr),
+                    Err(_) => Listen::Unix(PathBuf::from(a)),
+                })
+            }
+            "--backend" => backend = it.next().map(PathBuf::from),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(Args {
+        io: io.ok_or("--io is required")?,
+        link,
+        listen: listen.ok_or("--listen is required")?,
+        backend: backend.ok_or("--backend is required")?,
+    })
+}
+
+fn run_tokio(args: &Args) -> std::io::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    rt.block_on(async {
+        match &args.listen {
+            Listen::Unix(path) => {
+                let _ = std::fs::remove_file(path);
+                let listener = tokio::net::UnixListener::bind(path)?;
+                loop {
+                    let (client, _) = listener.accept().await?;
+                    tokio::spawn(copy_to(client, args.backend.clone()));
+                }
+            }
+            Listen::Tcp(addr) => {
+                let listener = tokio::net::TcpListener::bind(addr).await?;
+                loop {
+                    let (client, _) = listener.accept().await?;
+                    client.set_nodelay(true)?;
+                    tokio::spawn(copy_to(client, args.backend.clone()));
+                }
+            }
+        }
+    })
+}
+
+async fn copy_to<S>(mut client: S, backend: PathBuf)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let Ok(mut server) = tokio::net::UnixStream::connect(&backend).await else {
+        return;
+    };
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("relay-floor: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match args.io {
+        Io::Uring => uring::run(&args.listen, &args.backend, args.link),
+        Io::Tokio => run_tokio(&args),
+        Io::Hybrid => hybrid::run(&args.listen, &args.backend),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay-floor: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
