@@ -23,6 +23,10 @@ use crate::Listen;
 
 const BUF: usize = 16 * 1024;
 
+/// `--plain`: the kernel's default task work (it may interrupt the
+/// thread) instead of cooperative task work.
+pub static PLAIN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// `--yield`: the driver yields after reaping instead of waiting.
 pub static YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -202,11 +206,15 @@ async fn pair(client: RawFd, backend: PathBuf) {
 
 /// Serves until an error, one thread: tokio for tasks, io_uring for I/O.
 pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_coop_taskrun()
-        .build(4096)
-        .or_else(|_| IoUring::new(4096))?;
+    let mut b = IoUring::builder();
+    b.setup_single_issuer();
+    // Not deferred task work: its completions wait for an
+    // `io_uring_enter` and never make the ring's fd readable, so tokio's
+    // epoll would sleep through them (tried: the first login hangs).
+    if !PLAIN.load(std::sync::atomic::Ordering::Relaxed) {
+        b.setup_coop_taskrun();
+    }
+    let ring = b.build(4096)?;
     let ring_fd = ring.as_raw_fd();
     RING.with(|r| {
         *r.borrow_mut() = Some(Ring {

@@ -73,6 +73,7 @@ fn parse_args() -> Result<Args, String> {
                 })
             }
             "--link" => link = true,
+            "--plain" => hybrid::PLAIN.store(true, std::sync::atomic::Ordering::Relaxed),
             "--yield" => hybrid::YIELD.store(true, std::sync::atomic::Ordering::Relaxed),
             "--listen" => {
                 listen = it.next().map(|a| match a.parse() {
