@@ -7,7 +7,7 @@
 //! below it?
 //!
 //! ```text
-//! relay-floor --io uring|tokio|hybrid [--link] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io uring|tokio|hybrid [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
 //! ```
 //!
 //! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
