@@ -7,7 +7,7 @@
 //! below it?
 //!
 //! ```text
-//! relay-floor --io uring|tokio|hybrid [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io uring|tokio|hybrid|multishot [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
 //! ```
 //!
 //! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
@@ -15,6 +15,7 @@
 //! is always PostgreSQL's Unix socket, as the poolers' are in pgbench/run.
 
 mod hybrid;
+mod multishot;
 mod uring;
 
 use std::path::PathBuf;
@@ -31,6 +32,9 @@ enum Io {
     Tokio,
     /// tokio runs the tasks, one io_uring does their I/O.
     Hybrid,
+    /// tokio runs the tasks and sends; one multishot io_uring receive per
+    /// socket.
+    Multishot,
 }
 
 /// The command line.
@@ -65,9 +69,10 @@ fn parse_args() -> Result<Args, String> {
                     Some("uring") => Io::Uring,
                     Some("tokio") => Io::Tokio,
                     Some("hybrid") => Io::Hybrid,
+                    Some("multishot") => Io::Multishot,
                     other => {
                         return Err(format!(
-                            "--io: expected uring, tokio or hybrid, got {other:?}"
+                            "--io: expected uring, tokio, hybrid or multishot, got {other:?}"
                         ))
                     }
                 })
@@ -141,6 +146,7 @@ fn main() -> ExitCode {
         Io::Uring => uring::run(&args.listen, &args.backend, args.link),
         Io::Tokio => run_tokio(&args),
         Io::Hybrid => hybrid::run(&args.listen, &args.backend),
+        Io::Multishot => multishot::run(&args.listen, &args.backend),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
