@@ -7,7 +7,7 @@
 //! below it?
 //!
 //! ```text
-//! relay-floor --io uring|tokio|hybrid|multishot [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io uring|hosted|tokio|hybrid|multishot [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
 //! ```
 //!
 //! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
@@ -32,6 +32,8 @@ enum Io {
     Tokio,
     /// tokio runs the tasks, one io_uring does their I/O.
     Hybrid,
+    /// The uring loop as one tokio task, waiting in tokio's epoll.
+    Hosted,
     /// tokio runs the tasks and sends; one multishot io_uring receive per
     /// socket.
     Multishot,
@@ -70,11 +72,10 @@ fn parse_args() -> Result<Args, String> {
                     Some("tokio") => Io::Tokio,
                     Some("hybrid") => Io::Hybrid,
                     Some("multishot") => Io::Multishot,
-                    other => {
-                        return Err(format!(
-                            "--io: expected uring, tokio, hybrid or multishot, got {other:?}"
-                        ))
-                    }
+                    Some("hosted") => Io::Hosted,
+                    other => return Err(format!(
+                        "--io: expected uring, hosted, tokio, hybrid or multishot, got {other:?}"
+                    )),
                 })
             }
             "--link" => link = true,
@@ -147,6 +148,7 @@ fn main() -> ExitCode {
         Io::Tokio => run_tokio(&args),
         Io::Hybrid => hybrid::run(&args.listen, &args.backend),
         Io::Multishot => multishot::run(&args.listen, &args.backend),
+        Io::Hosted => uring::run_hosted(&args.listen, &args.backend),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -249,6 +249,30 @@ impl Relay {
         }
     }
 
+    /// Handles every completion waiting; returns how many there were.
+    fn reap(&mut self, done: &mut Vec<(u64, i32, u32)>) -> io::Result<usize> {
+        done.clear();
+        done.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(t, res, flags) in done.iter() {
+            if t == ACCEPT {
+                if res >= 0 {
+                    self.accepted(res)?;
+                }
+                if !cqueue::more(flags) {
+                    self.arm_accept()?;
+                }
+                continue;
+            }
+            let (slot, dir, op) = untoken(t);
+            self.completed(slot, dir, op, res)?;
+        }
+        Ok(done.len())
+    }
+
     fn run(&mut self) -> io::Result<()> {
         self.arm_accept()?;
         let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
@@ -258,24 +282,31 @@ impl Relay {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) => return Err(e),
             }
-            done.clear();
-            done.extend(
-                self.ring
-                    .completion()
-                    .map(|c| (c.user_data(), c.result(), c.flags())),
-            );
-            for &(t, res, flags) in &done {
-                if t == ACCEPT {
-                    if res >= 0 {
-                        self.accepted(res)?;
-                    }
-                    if !cqueue::more(flags) {
-                        self.arm_accept()?;
-                    }
-                    continue;
-                }
-                let (slot, dir, op) = untoken(t);
-                self.completed(slot, dir, op, res)?;
+            self.reap(&mut done)?;
+        }
+    }
+
+    /// The same loop hosted in one tokio task: it submits and reaps
+    /// without waiting, and when nothing completed it waits for the
+    /// ring's fd in tokio's epoll like any other socket.
+    async fn run_hosted(&mut self) -> io::Result<()> {
+        // SAFETY: the ring outlives this registration (both live in `self`,
+        // the registration only inside this call).
+        let afd = unsafe {
+            tokio::io::unix::AsyncFd::register_with_interest(
+                self.ring.as_raw_fd(),
+                tokio::io::Interest::READABLE,
+            )
+        }
+        .map_err(io::Error::from)?;
+        self.arm_accept()?;
+        let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
+        loop {
+            if !self.ring.submission().is_empty() {
+                self.ring.submit()?;
+            }
+            if self.reap(&mut done)? == 0 && self.ring.submission().is_empty() {
+                afd.readable().await?.clear_ready();
             }
         }
     }
@@ -307,4 +338,34 @@ pub fn run(listen: &Listen, backend: &Path, link: bool) -> io::Result<()> {
         tcp,
     };
     relay.run()
+}
+
+/// As [`run`], but the loop is one task on tokio's current-thread runtime,
+/// which could run anything else beside it.
+pub fn run_hosted(listen: &Listen, backend: &Path) -> io::Result<()> {
+    let listener: OwnedFd = match listen {
+        Listen::Unix(path) => {
+            let _ = std::fs::remove_file(path);
+            UnixListener::bind(path)?.into()
+        }
+        Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
+    };
+    // Not deferred task work: tokio's epoll must see completions arrive.
+    let ring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_coop_taskrun()
+        .build(4096)?;
+    let mut relay = Relay {
+        ring,
+        pairs: Vec::new(),
+        free: Vec::new(),
+        link: false,
+        backend: backend.to_path_buf(),
+        listener: listener.as_raw_fd(),
+        tcp: matches!(listen, Listen::Tcp(_)),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?
+        .block_on(relay.run_hosted())
 }
