@@ -12,8 +12,7 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Poll, Waker};
 
 use io_uring::{opcode, types, IoUring};
@@ -180,30 +179,6 @@ async fn copy(from: RawFd, to: RawFd) {
     }
 }
 
-async fn pair(client: RawFd, backend: PathBuf) {
-    // io_uring answers EAGAIN on a non-blocking socket instead of waiting;
-    // tokio accepted this one non-blocking.
-    // SAFETY: `client` is an open socket of ours.
-    unsafe {
-        let fl = libc::fcntl(client, libc::F_GETFL);
-        libc::fcntl(client, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-    }
-    let Ok(server) = std::os::unix::net::UnixStream::connect(&backend) else {
-        // SAFETY: `client` is ours alone.
-        unsafe { libc::close(client) };
-        return;
-    };
-    let server = server.into_raw_fd();
-    let up = tokio::task::spawn_local(copy(client, server));
-    copy(server, client).await;
-    let _ = up.await;
-    // SAFETY: no operation on either fd is pending: both copies ended.
-    unsafe {
-        libc::close(client);
-        libc::close(server);
-    }
-}
-
 /// Serves until an error, one thread: tokio for tasks, io_uring for I/O.
 pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
     let mut b = IoUring::builder();
@@ -225,37 +200,5 @@ pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
             queued: 0,
         })
     });
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
-        tokio::task::spawn_local(async move {
-            if let Err(e) = drive(ring_fd).await {
-                eprintln!("relay-floor: driver: {e}");
-                std::process::exit(1);
-            }
-        });
-        let backend = backend.to_path_buf();
-        match listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = tokio::net::UnixListener::bind(path)?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone()));
-                }
-            }
-            Listen::Tcp(addr) => {
-                let l = tokio::net::TcpListener::bind(addr).await?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    c.set_nodelay(true)?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone()));
-                }
-            }
-        }
-    })
+    crate::local::serve(listen, backend, drive(ring_fd), copy)
 }

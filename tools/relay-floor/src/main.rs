@@ -15,6 +15,7 @@
 //! is always PostgreSQL's Unix socket, as the poolers' are in pgbench/run.
 
 mod hybrid;
+mod local;
 mod multishot;
 mod uring;
 
@@ -73,9 +74,11 @@ fn parse_args() -> Result<Args, String> {
                     Some("hybrid") => Io::Hybrid,
                     Some("multishot") => Io::Multishot,
                     Some("hosted") => Io::Hosted,
-                    other => return Err(format!(
+                    other => {
+                        return Err(format!(
                         "--io: expected uring, hosted, tokio, hybrid or multishot, got {other:?}"
-                    )),
+                    ))
+                    }
                 })
             }
             "--link" => link = true,

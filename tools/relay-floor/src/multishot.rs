@@ -14,8 +14,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
-use std::path::PathBuf;
+use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Poll, Waker};
 
 use io_uring::{cqueue, opcode, types, IoUring};
@@ -246,32 +245,6 @@ async fn copy(from: RawFd, to: RawFd) {
     });
 }
 
-fn blocking(fd: RawFd) {
-    // SAFETY: `fd` is an open socket of ours.
-    unsafe {
-        let fl = libc::fcntl(fd, libc::F_GETFL);
-        libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
-    }
-}
-
-async fn pair(client: RawFd, backend: PathBuf) {
-    blocking(client);
-    let Ok(server) = std::os::unix::net::UnixStream::connect(&backend) else {
-        // SAFETY: `client` is ours alone.
-        unsafe { libc::close(client) };
-        return;
-    };
-    let server = server.into_raw_fd();
-    let up = tokio::task::spawn_local(copy(client, server));
-    copy(server, client).await;
-    let _ = up.await;
-    // SAFETY: both directions' receives have ended.
-    unsafe {
-        libc::close(client);
-        libc::close(server);
-    }
-}
-
 /// Serves until an error, one thread: tokio for tasks and sends, one
 /// multishot io_uring receive per socket.
 pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
@@ -301,37 +274,5 @@ pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
     }
     ms.queued = 0;
     MS.with(|m| *m.borrow_mut() = Some(ms));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?;
-    let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async {
-        tokio::task::spawn_local(async move {
-            if let Err(e) = drive(ring_fd).await {
-                eprintln!("relay-floor: driver: {e}");
-                std::process::exit(1);
-            }
-        });
-        let backend = backend.to_path_buf();
-        match listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = tokio::net::UnixListener::bind(path)?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone()));
-                }
-            }
-            Listen::Tcp(addr) => {
-                let l = tokio::net::TcpListener::bind(addr).await?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    c.set_nodelay(true)?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone()));
-                }
-            }
-        }
-    })
+    crate::local::serve(listen, backend, drive(ring_fd), copy)
 }
