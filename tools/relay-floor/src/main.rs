@@ -7,13 +7,14 @@
 //! below it?
 //!
 //! ```text
-//! relay-floor --io uring|hosted|tokio|hybrid|multishot [--link] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io uring|hosted|tokio|hybrid|multishot [--link] [--scan] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
 //! ```
 //!
 //! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
 //! `TCP_NODELAY` on accepted sockets, as the poolers set it); the backend
 //! is always PostgreSQL's Unix socket, as the poolers' are in pgbench/run.
 
+mod frames;
 mod hybrid;
 mod local;
 mod multishot;
@@ -48,6 +49,8 @@ struct Args {
     /// (`IOSQE_IO_LINK`), so the receive is armed without a trip through
     /// user space.
     link: bool,
+    /// uring and hosted: frame every received chunk (see `frames.rs`).
+    scan: bool,
     listen: Listen,
     backend: PathBuf,
 }
@@ -62,6 +65,7 @@ pub enum Listen {
 fn parse_args() -> Result<Args, String> {
     let mut io = None;
     let mut link = false;
+    let mut scan = false;
     let mut listen = None;
     let mut backend = None;
     let mut it = std::env::args().skip(1);
@@ -82,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
                 })
             }
             "--link" => link = true,
+            "--scan" => scan = true,
             "--plain" => hybrid::PLAIN.store(true, std::sync::atomic::Ordering::Relaxed),
             "--yield" => hybrid::YIELD.store(true, std::sync::atomic::Ordering::Relaxed),
             "--listen" => {
@@ -97,6 +102,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(Args {
         io: io.ok_or("--io is required")?,
         link,
+        scan,
         listen: listen.ok_or("--listen is required")?,
         backend: backend.ok_or("--backend is required")?,
     })
@@ -147,11 +153,11 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.io {
-        Io::Uring => uring::run(&args.listen, &args.backend, args.link),
+        Io::Uring => uring::run(&args.listen, &args.backend, args.link, args.scan),
         Io::Tokio => run_tokio(&args),
         Io::Hybrid => hybrid::run(&args.listen, &args.backend),
         Io::Multishot => multishot::run(&args.listen, &args.backend),
-        Io::Hosted => uring::run_hosted(&args.listen, &args.backend),
+        Io::Hosted => uring::run_hosted(&args.listen, &args.backend, args.scan),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

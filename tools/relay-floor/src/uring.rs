@@ -12,6 +12,7 @@ use std::path::Path;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
+use crate::frames::Frames;
 use crate::Listen;
 
 const BUF: usize = 16 * 1024;
@@ -46,6 +47,8 @@ struct Half {
     buf: Box<[u8]>,
     len: usize,
     sent: usize,
+    /// `--scan`: the direction's framing.
+    frames: Frames,
 }
 
 /// A client and its backend connection.
@@ -78,6 +81,8 @@ struct Relay {
     listener: RawFd,
     /// Accepted sockets are TCP: they get `TCP_NODELAY`.
     tcp: bool,
+    /// `--scan`: frame every received chunk before sending it on.
+    scan: bool,
 }
 
 impl Relay {
@@ -163,15 +168,16 @@ impl Relay {
                 return Ok(());
             }
         };
-        let half = || Half {
+        let half = |frames| Half {
             buf: vec![0u8; BUF].into_boxed_slice(),
             len: 0,
             sent: 0,
+            frames,
         };
         let pair = Pair {
             client: fd,
             backend,
-            halves: [half(), half()],
+            halves: [half(Frames::client()), half(Frames::default())],
             inflight: 0,
             closing: false,
         };
@@ -229,6 +235,10 @@ impl Relay {
             Op::Recv => {
                 h.len = res as usize;
                 h.sent = 0;
+                if self.scan && !h.frames.scan(&h.buf[..h.len]) {
+                    self.close(slot);
+                    return Ok(());
+                }
                 self.send(slot, dir)
             }
             Op::Send => {
@@ -314,7 +324,7 @@ impl Relay {
 
 /// Serves until an error: accepts on `listen`, relays each client to a new
 /// connection on `backend`.
-pub fn run(listen: &Listen, backend: &Path, link: bool) -> io::Result<()> {
+pub fn run(listen: &Listen, backend: &Path, link: bool, scan: bool) -> io::Result<()> {
     let listener: OwnedFd = match listen {
         Listen::Unix(path) => {
             let _ = std::fs::remove_file(path);
@@ -336,13 +346,14 @@ pub fn run(listen: &Listen, backend: &Path, link: bool) -> io::Result<()> {
         backend: backend.to_path_buf(),
         listener: listener.as_raw_fd(),
         tcp,
+        scan,
     };
     relay.run()
 }
 
 /// As [`run`], but the loop is one task on tokio's current-thread runtime,
 /// which could run anything else beside it.
-pub fn run_hosted(listen: &Listen, backend: &Path) -> io::Result<()> {
+pub fn run_hosted(listen: &Listen, backend: &Path, scan: bool) -> io::Result<()> {
     let listener: OwnedFd = match listen {
         Listen::Unix(path) => {
             let _ = std::fs::remove_file(path);
@@ -363,6 +374,7 @@ pub fn run_hosted(listen: &Listen, backend: &Path) -> io::Result<()> {
         backend: backend.to_path_buf(),
         listener: listener.as_raw_fd(),
         tcp: matches!(listen, Listen::Tcp(_)),
+        scan,
     };
     tokio::runtime::Builder::new_current_thread()
         .enable_io()
