@@ -17,6 +17,7 @@
 mod frames;
 mod hybrid;
 mod local;
+mod login;
 mod multishot;
 mod uring;
 
@@ -36,6 +37,10 @@ enum Io {
     Hybrid,
     /// The uring loop as one tokio task, waiting in tokio's epoll.
     Hosted,
+    /// `--login`: answer logins on tokio (see `login.rs`).
+    LoginTokio,
+    /// `--login`: answer logins on an io_uring loop.
+    LoginUring,
     /// tokio runs the tasks and sends; one multishot io_uring receive per
     /// socket.
     Multishot,
@@ -78,9 +83,11 @@ fn parse_args() -> Result<Args, String> {
                     Some("hybrid") => Io::Hybrid,
                     Some("multishot") => Io::Multishot,
                     Some("hosted") => Io::Hosted,
+                    Some("login-tokio") => Io::LoginTokio,
+                    Some("login-uring") => Io::LoginUring,
                     other => {
                         return Err(format!(
-                        "--io: expected uring, hosted, tokio, hybrid or multishot, got {other:?}"
+                        "--io: expected uring, hosted, tokio, hybrid, multishot, login-tokio or login-uring, got {other:?}"
                     ))
                     }
                 })
@@ -104,7 +111,11 @@ fn parse_args() -> Result<Args, String> {
         link,
         scan,
         listen: listen.ok_or("--listen is required")?,
-        backend: backend.ok_or("--backend is required")?,
+        // The login modes answer clients themselves.
+        backend: match (io, backend) {
+            (Some(Io::LoginTokio | Io::LoginUring), b) => b.unwrap_or_default(),
+            (_, b) => b.ok_or("--backend is required")?,
+        },
     })
 }
 
@@ -158,6 +169,8 @@ fn main() -> ExitCode {
         Io::Hybrid => hybrid::run(&args.listen, &args.backend),
         Io::Multishot => multishot::run(&args.listen, &args.backend),
         Io::Hosted => uring::run_hosted(&args.listen, &args.backend, args.scan),
+        Io::LoginTokio => login::run_tokio(&args.listen),
+        Io::LoginUring => login::run_uring(&args.listen),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

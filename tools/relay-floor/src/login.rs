@@ -1,0 +1,257 @@
+//! `--login`: the floor of a login rather than of a transaction. The
+//! program answers every client itself, as PostgreSQL 15 answers a
+//! trust-authenticated login (AuthenticationOk, the twelve parameters it
+//! reports, BackendKeyData, ReadyForQuery), then waits for the client's
+//! Terminate or close and closes. No backend, no authentication work: what
+//! is left is the sockets' cost, on tokio or on an io_uring loop, to set
+//! beside PgBouncer's and pgharbor's trust logins under `pgbench -C`.
+//!
+//! The startup packet is assumed to arrive in one read (libpq sends it in
+//! one write); an SSLRequest is refused with `N` and the real startup
+//! packet read after it.
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+
+use io_uring::{cqueue, opcode, types, IoUring};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::Listen;
+
+const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
+/// What PostgreSQL 15 sends after a trust login, byte for byte the same
+/// for every client.
+fn greeting() -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut msg = |tag: u8, body: &[u8]| {
+        out.push(tag);
+        out.extend_from_slice(&(body.len() as u32 + 4).to_be_bytes());
+        out.extend_from_slice(body);
+    };
+    msg(b'R', &0u32.to_be_bytes());
+    for (k, v) in [
+        ("application_name", "pgbench"),
+        ("client_encoding", "UTF8"),
+        ("DateStyle", "ISO, MDY"),
+        ("default_transaction_read_only", "off"),
+        ("in_hot_standby", "off"),
+        ("integer_datetimes", "on"),
+        ("IntervalStyle", "postgres"),
+        ("is_superuser", "on"),
+        ("server_encoding", "UTF8"),
+        ("server_version", "15.18"),
+        ("session_authorization", "bench"),
+        ("standard_conforming_strings", "on"),
+        ("TimeZone", "Etc/UTC"),
+    ] {
+        let mut body = k.as_bytes().to_vec();
+        body.push(0);
+        body.extend_from_slice(v.as_bytes());
+        body.push(0);
+        msg(b'S', &body);
+    }
+    msg(b'K', &[0, 0, 0, 1, 0, 0, 0, 2]);
+    msg(b'Z', b"I");
+    out
+}
+
+/// tokio: one task per client.
+pub fn run_tokio(listen: &Listen) -> io::Result<()> {
+    let hello: &'static [u8] = greeting().leak();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    async fn serve<S>(mut s: S, hello: &'static [u8])
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let mut buf = [0u8; 1024];
+        let Ok(mut n) = s.read(&mut buf).await else {
+            return;
+        };
+        if buf[..n] == SSL_REQUEST {
+            if s.write_all(b"N").await.is_err() {
+                return;
+            }
+            let Ok(m) = s.read(&mut buf).await else {
+                return;
+            };
+            n = m;
+        }
+        if n == 0 || s.write_all(hello).await.is_err() {
+            return;
+        }
+        let _ = s.read(&mut buf).await;
+    }
+    rt.block_on(async {
+        match listen {
+            Listen::Unix(path) => {
+                let _ = std::fs::remove_file(path);
+                let l = tokio::net::UnixListener::bind(path)?;
+                loop {
+                    let (c, _) = l.accept().await?;
+                    tokio::spawn(serve(c, hello));
+                }
+            }
+            Listen::Tcp(addr) => {
+                let l = tokio::net::TcpListener::bind(addr).await?;
+                loop {
+                    let (c, _) = l.accept().await?;
+                    c.set_nodelay(true)?;
+                    tokio::spawn(serve(c, hello));
+                }
+            }
+        }
+    })
+}
+
+/// Where a client's login is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Reading the startup packet (or an SSLRequest).
+    Startup,
+    /// Sent `N` to an SSLRequest.
+    Refused,
+    /// Sending the greeting.
+    Greeting,
+    /// Waiting for Terminate or close.
+    Waiting,
+    /// Closing the fd.
+    Closing,
+}
+
+struct Conn {
+    fd: RawFd,
+    step: Step,
+    buf: Box<[u8; 1024]>,
+}
+
+const ACCEPT: u64 = u64::MAX;
+
+/// io_uring: one loop, every step an operation on the ring, the close
+/// too.
+pub fn run_uring(listen: &Listen) -> io::Result<()> {
+    let listener: OwnedFd = match listen {
+        Listen::Unix(path) => {
+            let _ = std::fs::remove_file(path);
+            UnixListener::bind(path)?.into()
+        }
+        Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
+    };
+    let tcp = matches!(listen, Listen::Tcp(_));
+    let hello = greeting();
+    let mut ring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_defer_taskrun()
+        .build(4096)?;
+    let mut conns: Vec<Option<Conn>> = Vec::new();
+    let mut free: Vec<usize> = Vec::new();
+    let push = |ring: &mut IoUring, e: io_uring::squeue::Entry| -> io::Result<()> {
+        // SAFETY: buffers live in `conns` (boxed) or `hello` until their
+        // operation completes: a connection is freed only after its close.
+        while unsafe { ring.submission().push(&e) }.is_err() {
+            ring.submit()?;
+        }
+        Ok(())
+    };
+    let accept = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
+        .build()
+        .user_data(ACCEPT);
+    push(&mut ring, accept.clone())?;
+    let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
+    loop {
+        match ring.submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => return Err(e),
+        }
+        done.clear();
+        done.extend(
+            ring.completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(id, res, flags) in &done {
+            if id == ACCEPT {
+                if !cqueue::more(flags) {
+                    push(&mut ring, accept.clone())?;
+                }
+                if res < 0 {
+                    continue;
+                }
+                if tcp {
+                    let on: libc::c_int = 1;
+                    // SAFETY: `res` is an accepted TCP socket.
+                    unsafe {
+                        libc::setsockopt(
+                            res,
+                            libc::IPPROTO_TCP,
+                            libc::TCP_NODELAY,
+                            (&on as *const libc::c_int).cast(),
+                            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                        )
+                    };
+                }
+                let conn = Conn {
+                    fd: res,
+                    step: Step::Startup,
+                    buf: Box::new([0; 1024]),
+                };
+                let slot = match free.pop() {
+                    Some(s) => {
+                        conns[s] = Some(conn);
+                        s
+                    }
+                    None => {
+                        conns.push(Some(conn));
+                        conns.len() - 1
+                    }
+                };
+                let c = conns[slot].as_mut().map(|c| (c.fd, c.buf.as_mut_ptr()));
+                if let Some((fd, buf)) = c {
+                    let e = opcode::Recv::new(types::Fd(fd), buf, 1024).build();
+                    push(&mut ring, e.user_data(slot as u64))?;
+                }
+                continue;
+            }
+            let slot = id as usize;
+            let Some(c) = conns[slot].as_mut() else {
+                continue;
+            };
+            let fd = types::Fd(c.fd);
+            let next = match (c.step, res) {
+                (Step::Closing, _) => {
+                    conns[slot] = None;
+                    free.push(slot);
+                    continue;
+                }
+                (Step::Startup, n) if n > 0 && c.buf[..n as usize] == SSL_REQUEST => {
+                    c.step = Step::Refused;
+                    opcode::Send::new(fd, b"N".as_ptr(), 1).build()
+                }
+                (Step::Startup, n) if n > 0 => {
+                    c.step = Step::Greeting;
+                    opcode::Send::new(fd, hello.as_ptr(), hello.len() as u32)
+                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                        .build()
+                }
+                (Step::Refused, 1) => {
+                    c.step = Step::Startup;
+                    opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
+                }
+                (Step::Greeting, n) if n as usize == hello.len() => {
+                    c.step = Step::Waiting;
+                    opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
+                }
+                // Terminate, close, or anything unexpected: close.
+                _ => {
+                    c.step = Step::Closing;
+                    opcode::Close::new(fd).build()
+                }
+            };
+            push(&mut ring, next.user_data(id))?;
+        }
+    }
+}
