@@ -131,127 +131,200 @@ struct Conn {
 
 const ACCEPT: u64 = u64::MAX;
 
-/// io_uring: one loop, every step an operation on the ring, the close
-/// too.
-pub fn run_uring(listen: &Listen) -> io::Result<()> {
-    let listener: OwnedFd = match listen {
-        Listen::Unix(path) => {
-            let _ = std::fs::remove_file(path);
-            UnixListener::bind(path)?.into()
+/// The io_uring login server's state: every step of every login is an
+/// operation on the ring, the close too.
+struct Server {
+    ring: IoUring,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    hello: Vec<u8>,
+    listener: OwnedFd,
+    tcp: bool,
+}
+
+impl Server {
+    fn new(listen: &Listen, ring: IoUring) -> io::Result<Server> {
+        let listener: OwnedFd = match listen {
+            Listen::Unix(path) => {
+                let _ = std::fs::remove_file(path);
+                UnixListener::bind(path)?.into()
+            }
+            Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
+        };
+        let mut s = Server {
+            ring,
+            conns: Vec::new(),
+            free: Vec::new(),
+            hello: greeting(),
+            listener,
+            tcp: matches!(listen, Listen::Tcp(_)),
+        };
+        s.arm_accept()?;
+        Ok(s)
+    }
+
+    fn push(&mut self, e: io_uring::squeue::Entry) -> io::Result<()> {
+        // SAFETY: buffers live in `conns` (boxed) or `hello` until their
+        // operation completes: a connection is freed only after its close.
+        while unsafe { self.ring.submission().push(&e) }.is_err() {
+            self.ring.submit()?;
         }
-        Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
-    };
-    let tcp = matches!(listen, Listen::Tcp(_));
-    let hello = greeting();
-    let mut ring = IoUring::builder()
+        Ok(())
+    }
+
+    fn arm_accept(&mut self) -> io::Result<()> {
+        let e = opcode::AcceptMulti::new(types::Fd(self.listener.as_raw_fd()))
+            .build()
+            .user_data(ACCEPT);
+        self.push(e)
+    }
+
+    /// Handles every completion waiting; returns how many there were.
+    fn reap(&mut self, done: &mut Vec<(u64, i32, u32)>) -> io::Result<usize> {
+        done.clear();
+        done.extend(
+            self.ring
+                .completion()
+                .map(|c| (c.user_data(), c.result(), c.flags())),
+        );
+        for &(id, res, flags) in done.iter() {
+            self.completed(id, res, flags)?;
+        }
+        Ok(done.len())
+    }
+
+    fn completed(&mut self, id: u64, res: i32, flags: u32) -> io::Result<()> {
+        if id == ACCEPT {
+            if !cqueue::more(flags) {
+                self.arm_accept()?;
+            }
+            if res < 0 {
+                return Ok(());
+            }
+            if self.tcp {
+                let on: libc::c_int = 1;
+                // SAFETY: `res` is an accepted TCP socket.
+                unsafe {
+                    libc::setsockopt(
+                        res,
+                        libc::IPPROTO_TCP,
+                        libc::TCP_NODELAY,
+                        (&on as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    )
+                };
+            }
+            let conn = Conn {
+                fd: res,
+                step: Step::Startup,
+                buf: Box::new([0; 1024]),
+            };
+            let slot = match self.free.pop() {
+                Some(s) => {
+                    self.conns[s] = Some(conn);
+                    s
+                }
+                None => {
+                    self.conns.push(Some(conn));
+                    self.conns.len() - 1
+                }
+            };
+            let c = self.conns[slot]
+                .as_mut()
+                .map(|c| (c.fd, c.buf.as_mut_ptr()));
+            if let Some((fd, buf)) = c {
+                let e = opcode::Recv::new(types::Fd(fd), buf, 1024).build();
+                self.push(e.user_data(slot as u64))?;
+            }
+            return Ok(());
+        }
+        let slot = id as usize;
+        let Some(c) = self.conns[slot].as_mut() else {
+            return Ok(());
+        };
+        let fd = types::Fd(c.fd);
+        let next = match (c.step, res) {
+            (Step::Closing, _) => {
+                self.conns[slot] = None;
+                self.free.push(slot);
+                return Ok(());
+            }
+            (Step::Startup, n) if n > 0 && c.buf[..n as usize] == SSL_REQUEST => {
+                c.step = Step::Refused;
+                opcode::Send::new(fd, b"N".as_ptr(), 1).build()
+            }
+            (Step::Startup, n) if n > 0 => {
+                c.step = Step::Greeting;
+                opcode::Send::new(fd, self.hello.as_ptr(), self.hello.len() as u32)
+                    .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                    .build()
+            }
+            (Step::Refused, 1) => {
+                c.step = Step::Startup;
+                opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
+            }
+            (Step::Greeting, n) if n as usize == self.hello.len() => {
+                c.step = Step::Waiting;
+                opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
+            }
+            // Terminate, close, or anything unexpected: close.
+            _ => {
+                c.step = Step::Closing;
+                opcode::Close::new(fd).build()
+            }
+        };
+        self.push(next.user_data(id))?;
+        Ok(())
+    }
+}
+
+/// io_uring: its own loop, waiting inside `io_uring_enter`.
+pub fn run_uring(listen: &Listen) -> io::Result<()> {
+    let ring = IoUring::builder()
         .setup_single_issuer()
         .setup_defer_taskrun()
         .build(4096)?;
-    let mut conns: Vec<Option<Conn>> = Vec::new();
-    let mut free: Vec<usize> = Vec::new();
-    let push = |ring: &mut IoUring, e: io_uring::squeue::Entry| -> io::Result<()> {
-        // SAFETY: buffers live in `conns` (boxed) or `hello` until their
-        // operation completes: a connection is freed only after its close.
-        while unsafe { ring.submission().push(&e) }.is_err() {
-            ring.submit()?;
-        }
-        Ok(())
-    };
-    let accept = opcode::AcceptMulti::new(types::Fd(listener.as_raw_fd()))
-        .build()
-        .user_data(ACCEPT);
-    push(&mut ring, accept.clone())?;
-    let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
+    let mut server = Server::new(listen, ring)?;
+    let mut done = Vec::with_capacity(256);
     loop {
-        match ring.submit_and_wait(1) {
+        match server.ring.submit_and_wait(1) {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => return Err(e),
         }
-        done.clear();
-        done.extend(
-            ring.completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
-        for &(id, res, flags) in &done {
-            if id == ACCEPT {
-                if !cqueue::more(flags) {
-                    push(&mut ring, accept.clone())?;
-                }
-                if res < 0 {
-                    continue;
-                }
-                if tcp {
-                    let on: libc::c_int = 1;
-                    // SAFETY: `res` is an accepted TCP socket.
-                    unsafe {
-                        libc::setsockopt(
-                            res,
-                            libc::IPPROTO_TCP,
-                            libc::TCP_NODELAY,
-                            (&on as *const libc::c_int).cast(),
-                            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                        )
-                    };
-                }
-                let conn = Conn {
-                    fd: res,
-                    step: Step::Startup,
-                    buf: Box::new([0; 1024]),
-                };
-                let slot = match free.pop() {
-                    Some(s) => {
-                        conns[s] = Some(conn);
-                        s
-                    }
-                    None => {
-                        conns.push(Some(conn));
-                        conns.len() - 1
-                    }
-                };
-                let c = conns[slot].as_mut().map(|c| (c.fd, c.buf.as_mut_ptr()));
-                if let Some((fd, buf)) = c {
-                    let e = opcode::Recv::new(types::Fd(fd), buf, 1024).build();
-                    push(&mut ring, e.user_data(slot as u64))?;
-                }
-                continue;
-            }
-            let slot = id as usize;
-            let Some(c) = conns[slot].as_mut() else {
-                continue;
-            };
-            let fd = types::Fd(c.fd);
-            let next = match (c.step, res) {
-                (Step::Closing, _) => {
-                    conns[slot] = None;
-                    free.push(slot);
-                    continue;
-                }
-                (Step::Startup, n) if n > 0 && c.buf[..n as usize] == SSL_REQUEST => {
-                    c.step = Step::Refused;
-                    opcode::Send::new(fd, b"N".as_ptr(), 1).build()
-                }
-                (Step::Startup, n) if n > 0 => {
-                    c.step = Step::Greeting;
-                    opcode::Send::new(fd, hello.as_ptr(), hello.len() as u32)
-                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-                        .build()
-                }
-                (Step::Refused, 1) => {
-                    c.step = Step::Startup;
-                    opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
-                }
-                (Step::Greeting, n) if n as usize == hello.len() => {
-                    c.step = Step::Waiting;
-                    opcode::Recv::new(fd, c.buf.as_mut_ptr(), 1024).build()
-                }
-                // Terminate, close, or anything unexpected: close.
-                _ => {
-                    c.step = Step::Closing;
-                    opcode::Close::new(fd).build()
-                }
-            };
-            push(&mut ring, next.user_data(id))?;
-        }
+        server.reap(&mut done)?;
     }
+}
+
+/// io_uring, its loop hosted in one tokio task as the relay's `hosted`.
+pub fn run_hosted(listen: &Listen) -> io::Result<()> {
+    // Not deferred task work: tokio's epoll must see completions arrive.
+    let ring = IoUring::builder()
+        .setup_single_issuer()
+        .setup_coop_taskrun()
+        .build(4096)?;
+    let mut server = Server::new(listen, ring)?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?
+        .block_on(async {
+            // SAFETY: the ring outlives this registration, which lives only
+            // inside this block.
+            let afd = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    server.ring.as_raw_fd(),
+                    tokio::io::Interest::READABLE,
+                )
+            }
+            .map_err(io::Error::from)?;
+            let mut done = Vec::with_capacity(256);
+            loop {
+                if !server.ring.submission().is_empty() {
+                    server.ring.submit()?;
+                }
+                if server.reap(&mut done)? == 0 && server.ring.submission().is_empty() {
+                    afd.readable().await?.clear_ready();
+                }
+            }
+        })
 }

@@ -41,6 +41,8 @@ enum Io {
     LoginTokio,
     /// `--login`: answer logins on an io_uring loop.
     LoginUring,
+    /// `--login`: the io_uring loop hosted in a tokio task.
+    LoginHosted,
     /// tokio runs the tasks and sends; one multishot io_uring receive per
     /// socket.
     Multishot,
@@ -85,9 +87,10 @@ fn parse_args() -> Result<Args, String> {
                     Some("hosted") => Io::Hosted,
                     Some("login-tokio") => Io::LoginTokio,
                     Some("login-uring") => Io::LoginUring,
+                    Some("login-hosted") => Io::LoginHosted,
                     other => {
                         return Err(format!(
-                        "--io: expected uring, hosted, tokio, hybrid, multishot, login-tokio or login-uring, got {other:?}"
+                        "--io: expected uring, hosted, tokio, hybrid, multishot, login-tokio, login-uring or login-hosted, got {other:?}"
                     ))
                     }
                 })
@@ -113,7 +116,7 @@ fn parse_args() -> Result<Args, String> {
         listen: listen.ok_or("--listen is required")?,
         // The login modes answer clients themselves.
         backend: match (io, backend) {
-            (Some(Io::LoginTokio | Io::LoginUring), b) => b.unwrap_or_default(),
+            (Some(Io::LoginTokio | Io::LoginUring | Io::LoginHosted), b) => b.unwrap_or_default(),
             (_, b) => b.ok_or("--backend is required")?,
         },
     })
@@ -171,6 +174,7 @@ fn main() -> ExitCode {
         Io::Hosted => uring::run_hosted(&args.listen, &args.backend, args.scan),
         Io::LoginTokio => login::run_tokio(&args.listen),
         Io::LoginUring => login::run_uring(&args.listen),
+        Io::LoginHosted => login::run_hosted(&args.listen),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
