@@ -63,25 +63,12 @@ where
             }
         });
         let backend = backend.to_path_buf();
-        match listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = tokio::net::UnixListener::bind(path)?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone(), copy));
-                }
+        crate::net::accept_loop(listen, |c| match c.into_fd() {
+            Ok(fd) => {
+                tokio::task::spawn_local(pair(fd, backend.clone(), copy));
             }
-            Listen::Tcp(addr) => {
-                let l = tokio::net::TcpListener::bind(addr).await?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    c.set_nodelay(true)?;
-                    let fd = c.into_std()?.into_raw_fd();
-                    tokio::task::spawn_local(pair(fd, backend.clone(), copy));
-                }
-            }
-        }
+            Err(e) => eprintln!("relay-floor: accept: {e}"),
+        })
+        .await
     })
 }

@@ -11,13 +11,13 @@
 //! packet read after it.
 
 use std::io;
-use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixListener;
 
 use io_uring::{cqueue, opcode, types, IoUring};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::net::Accepted;
+use crate::ringloop::{self, Handler};
 use crate::Listen;
 
 const SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
@@ -86,26 +86,10 @@ pub fn run_tokio(listen: &Listen) -> io::Result<()> {
         }
         let _ = s.read(&mut buf).await;
     }
-    rt.block_on(async {
-        match listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                let l = tokio::net::UnixListener::bind(path)?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    tokio::spawn(serve(c, hello));
-                }
-            }
-            Listen::Tcp(addr) => {
-                let l = tokio::net::TcpListener::bind(addr).await?;
-                loop {
-                    let (c, _) = l.accept().await?;
-                    c.set_nodelay(true)?;
-                    tokio::spawn(serve(c, hello));
-                }
-            }
-        }
-    })
+    rt.block_on(crate::net::accept_loop(listen, |c| match c {
+        Accepted::Unix(s) => drop(tokio::spawn(serve(s, hello))),
+        Accepted::Tcp(s) => drop(tokio::spawn(serve(s, hello))),
+    }))
 }
 
 /// Where a client's login is.
@@ -144,13 +128,7 @@ struct Server {
 
 impl Server {
     fn new(listen: &Listen, ring: IoUring) -> io::Result<Server> {
-        let listener: OwnedFd = match listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                UnixListener::bind(path)?.into()
-            }
-            Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
-        };
+        let listener = crate::net::bind(listen)?;
         let mut s = Server {
             ring,
             conns: Vec::new(),
@@ -178,19 +156,11 @@ impl Server {
             .user_data(ACCEPT);
         self.push(e)
     }
+}
 
-    /// Handles every completion waiting; returns how many there were.
-    fn reap(&mut self, done: &mut Vec<(u64, i32, u32)>) -> io::Result<usize> {
-        done.clear();
-        done.extend(
-            self.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
-        for &(id, res, flags) in done.iter() {
-            self.completed(id, res, flags)?;
-        }
-        Ok(done.len())
+impl Handler for Server {
+    fn ring(&mut self) -> &mut IoUring {
+        &mut self.ring
     }
 
     fn completed(&mut self, id: u64, res: i32, flags: u32) -> io::Result<()> {
@@ -202,17 +172,7 @@ impl Server {
                 return Ok(());
             }
             if self.tcp {
-                let on: libc::c_int = 1;
-                // SAFETY: `res` is an accepted TCP socket.
-                unsafe {
-                    libc::setsockopt(
-                        res,
-                        libc::IPPROTO_TCP,
-                        libc::TCP_NODELAY,
-                        (&on as *const libc::c_int).cast(),
-                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                    )
-                };
+                crate::net::nodelay(res);
             }
             let conn = Conn {
                 fd: res,
@@ -278,53 +238,13 @@ impl Server {
     }
 }
 
-/// io_uring: its own loop, waiting inside `io_uring_enter`.
-pub fn run_uring(listen: &Listen) -> io::Result<()> {
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .build(4096)?;
-    let mut server = Server::new(listen, ring)?;
-    let mut done = Vec::with_capacity(256);
-    loop {
-        match server.ring.submit_and_wait(1) {
-            Ok(_) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            Err(e) => return Err(e),
-        }
-        server.reap(&mut done)?;
+/// io_uring: its own loop, or (`hosted`) the loop as one tokio task, as
+/// the relay's `hosted` mode runs.
+pub fn run_uring(listen: &Listen, hosted: bool) -> io::Result<()> {
+    let mut server = Server::new(listen, ringloop::ring(hosted)?)?;
+    if hosted {
+        ringloop::run_hosted(&mut server)
+    } else {
+        ringloop::run(&mut server)
     }
-}
-
-/// io_uring, its loop hosted in one tokio task as the relay's `hosted`.
-pub fn run_hosted(listen: &Listen) -> io::Result<()> {
-    // Not deferred task work: tokio's epoll must see completions arrive.
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_coop_taskrun()
-        .build(4096)?;
-    let mut server = Server::new(listen, ring)?;
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?
-        .block_on(async {
-            // SAFETY: the ring outlives this registration, which lives only
-            // inside this block.
-            let afd = unsafe {
-                tokio::io::unix::AsyncFd::register_with_interest(
-                    server.ring.as_raw_fd(),
-                    tokio::io::Interest::READABLE,
-                )
-            }
-            .map_err(io::Error::from)?;
-            let mut done = Vec::with_capacity(256);
-            loop {
-                if !server.ring.submission().is_empty() {
-                    server.ring.submit()?;
-                }
-                if server.reap(&mut done)? == 0 && server.ring.submission().is_empty() {
-                    afd.readable().await?.clear_ready();
-                }
-            }
-        })
 }

@@ -19,6 +19,8 @@ mod hybrid;
 mod local;
 mod login;
 mod multishot;
+mod net;
+mod ringloop;
 mod uring;
 
 use std::path::PathBuf;
@@ -126,26 +128,13 @@ fn run_tokio(args: &Args) -> std::io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
-    rt.block_on(async {
-        match &args.listen {
-            Listen::Unix(path) => {
-                let _ = std::fs::remove_file(path);
-                let listener = tokio::net::UnixListener::bind(path)?;
-                loop {
-                    let (client, _) = listener.accept().await?;
-                    tokio::spawn(copy_to(client, args.backend.clone()));
-                }
-            }
-            Listen::Tcp(addr) => {
-                let listener = tokio::net::TcpListener::bind(addr).await?;
-                loop {
-                    let (client, _) = listener.accept().await?;
-                    client.set_nodelay(true)?;
-                    tokio::spawn(copy_to(client, args.backend.clone()));
-                }
-            }
+    rt.block_on(net::accept_loop(&args.listen, |c| {
+        let backend = args.backend.clone();
+        match c {
+            net::Accepted::Unix(s) => drop(tokio::spawn(copy_to(s, backend))),
+            net::Accepted::Tcp(s) => drop(tokio::spawn(copy_to(s, backend))),
         }
-    })
+    }))
 }
 
 async fn copy_to<S>(mut client: S, backend: PathBuf)
@@ -167,14 +156,14 @@ fn main() -> ExitCode {
         }
     };
     let result = match args.io {
-        Io::Uring => uring::run(&args.listen, &args.backend, args.link, args.scan),
+        Io::Uring => uring::run(&args.listen, &args.backend, args.link, args.scan, false),
         Io::Tokio => run_tokio(&args),
         Io::Hybrid => hybrid::run(&args.listen, &args.backend),
         Io::Multishot => multishot::run(&args.listen, &args.backend),
-        Io::Hosted => uring::run_hosted(&args.listen, &args.backend, args.scan),
+        Io::Hosted => uring::run(&args.listen, &args.backend, false, args.scan, true),
         Io::LoginTokio => login::run_tokio(&args.listen),
-        Io::LoginUring => login::run_uring(&args.listen),
-        Io::LoginHosted => login::run_hosted(&args.listen),
+        Io::LoginUring => login::run_uring(&args.listen, false),
+        Io::LoginHosted => login::run_uring(&args.listen, true),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,14 +5,14 @@
 //! the kernel in the next wait's `io_uring_enter`.
 
 use std::io;
-use std::net::TcpListener;
-use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 use crate::frames::Frames;
+use crate::ringloop::{self, Handler};
 use crate::Listen;
 
 const BUF: usize = 16 * 1024;
@@ -147,17 +147,7 @@ impl Relay {
 
     fn accepted(&mut self, fd: RawFd) -> io::Result<()> {
         if self.tcp {
-            let on: libc::c_int = 1;
-            // SAFETY: `fd` is an accepted TCP socket; `on` outlives the call.
-            unsafe {
-                libc::setsockopt(
-                    fd,
-                    libc::IPPROTO_TCP,
-                    libc::TCP_NODELAY,
-                    (&on as *const libc::c_int).cast(),
-                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-                )
-            };
+            crate::net::nodelay(fd);
         }
         let backend = match UnixStream::connect(&self.backend) {
             Ok(s) => s.into_raw_fd(),
@@ -210,7 +200,7 @@ impl Relay {
         }
     }
 
-    fn completed(&mut self, slot: usize, dir: Dir, op: Op, res: i32) -> io::Result<()> {
+    fn on_pair(&mut self, slot: usize, dir: Dir, op: Op, res: i32) -> io::Result<()> {
         let Some(p) = self.pairs[slot].as_mut() else {
             return Ok(());
         };
@@ -258,126 +248,53 @@ impl Relay {
             }
         }
     }
+}
 
-    /// Handles every completion waiting; returns how many there were.
-    fn reap(&mut self, done: &mut Vec<(u64, i32, u32)>) -> io::Result<usize> {
-        done.clear();
-        done.extend(
-            self.ring
-                .completion()
-                .map(|c| (c.user_data(), c.result(), c.flags())),
-        );
-        for &(t, res, flags) in done.iter() {
-            if t == ACCEPT {
-                if res >= 0 {
-                    self.accepted(res)?;
-                }
-                if !cqueue::more(flags) {
-                    self.arm_accept()?;
-                }
-                continue;
-            }
-            let (slot, dir, op) = untoken(t);
-            self.completed(slot, dir, op, res)?;
-        }
-        Ok(done.len())
+impl Handler for Relay {
+    fn ring(&mut self) -> &mut IoUring {
+        &mut self.ring
     }
 
-    fn run(&mut self) -> io::Result<()> {
-        self.arm_accept()?;
-        let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
-        loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(e),
+    fn completed(&mut self, t: u64, res: i32, flags: u32) -> io::Result<()> {
+        if t == ACCEPT {
+            if res >= 0 {
+                self.accepted(res)?;
             }
-            self.reap(&mut done)?;
-        }
-    }
-
-    /// The same loop hosted in one tokio task: it submits and reaps
-    /// without waiting, and when nothing completed it waits for the
-    /// ring's fd in tokio's epoll like any other socket.
-    async fn run_hosted(&mut self) -> io::Result<()> {
-        // SAFETY: the ring outlives this registration (both live in `self`,
-        // the registration only inside this call).
-        let afd = unsafe {
-            tokio::io::unix::AsyncFd::register_with_interest(
-                self.ring.as_raw_fd(),
-                tokio::io::Interest::READABLE,
-            )
-        }
-        .map_err(io::Error::from)?;
-        self.arm_accept()?;
-        let mut done: Vec<(u64, i32, u32)> = Vec::with_capacity(256);
-        loop {
-            if !self.ring.submission().is_empty() {
-                self.ring.submit()?;
+            if !cqueue::more(flags) {
+                self.arm_accept()?;
             }
-            if self.reap(&mut done)? == 0 && self.ring.submission().is_empty() {
-                afd.readable().await?.clear_ready();
-            }
+            return Ok(());
         }
+        let (slot, dir, op) = untoken(t);
+        self.on_pair(slot, dir, op, res)
     }
 }
 
 /// Serves until an error: accepts on `listen`, relays each client to a new
-/// connection on `backend`.
-pub fn run(listen: &Listen, backend: &Path, link: bool, scan: bool) -> io::Result<()> {
-    let listener: OwnedFd = match listen {
-        Listen::Unix(path) => {
-            let _ = std::fs::remove_file(path);
-            UnixListener::bind(path)?.into()
-        }
-        Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
-    };
-    let tcp = matches!(listen, Listen::Tcp(_));
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_defer_taskrun()
-        .build(4096)
-        .or_else(|_| IoUring::new(4096))?;
+/// connection on `backend`; `hosted`, as one task on tokio's current-thread
+/// runtime, which could run anything else beside it.
+pub fn run(
+    listen: &Listen,
+    backend: &Path,
+    link: bool,
+    scan: bool,
+    hosted: bool,
+) -> io::Result<()> {
+    let listener = crate::net::bind(listen)?;
     let mut relay = Relay {
-        ring,
+        ring: ringloop::ring(hosted)?,
         pairs: Vec::new(),
         free: Vec::new(),
         link,
         backend: backend.to_path_buf(),
         listener: listener.as_raw_fd(),
-        tcp,
-        scan,
-    };
-    relay.run()
-}
-
-/// As [`run`], but the loop is one task on tokio's current-thread runtime,
-/// which could run anything else beside it.
-pub fn run_hosted(listen: &Listen, backend: &Path, scan: bool) -> io::Result<()> {
-    let listener: OwnedFd = match listen {
-        Listen::Unix(path) => {
-            let _ = std::fs::remove_file(path);
-            UnixListener::bind(path)?.into()
-        }
-        Listen::Tcp(addr) => TcpListener::bind(addr)?.into(),
-    };
-    // Not deferred task work: tokio's epoll must see completions arrive.
-    let ring = IoUring::builder()
-        .setup_single_issuer()
-        .setup_coop_taskrun()
-        .build(4096)?;
-    let mut relay = Relay {
-        ring,
-        pairs: Vec::new(),
-        free: Vec::new(),
-        link: false,
-        backend: backend.to_path_buf(),
-        listener: listener.as_raw_fd(),
         tcp: matches!(listen, Listen::Tcp(_)),
         scan,
     };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_io()
-        .build()?
-        .block_on(relay.run_hosted())
+    relay.arm_accept()?;
+    if hosted {
+        ringloop::run_hosted(&mut relay)
+    } else {
+        ringloop::run(&mut relay)
+    }
 }
