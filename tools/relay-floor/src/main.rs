@@ -1,13 +1,16 @@
-//! A relay that does no work: it accepts on a Unix socket, opens one
-//! connection to PostgreSQL's socket per client and copies bytes both ways,
-//! parsing nothing. Two I/O models, one thread each, so their CPU per
-//! transaction can be set beside PgBouncer's and HAProxy's (pgharbor
-//! issue 15): is an epoll-style relay (tokio here, HAProxy and PgBouncer in
-//! C) at the floor of this machine, or does io_uring's batched submission go
-//! below it?
+//! The floor of what a third process between pgbench and PostgreSQL costs
+//! on this machine (pgharbor issue 15), on several I/O models, one thread
+//! each. The relay modes accept clients, open one connection to
+//! PostgreSQL's socket per client and copy bytes both ways, parsing
+//! nothing (or, with `--scan`, only framing). The login modes answer each
+//! login themselves, as PostgreSQL answers a trust login, with no backend.
+//! Is an epoll-style program (tokio here, HAProxy and PgBouncer in C) at
+//! the floor, or does io_uring's batched submission go below it?
 //!
 //! ```text
-//! relay-floor --io uring|hosted|tokio|hybrid|multishot [--link] [--scan] [--plain] [--yield] --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io uring|hosted|tokio|hybrid|multishot [--link] [--scan] [--plain] [--yield]
+//!             --listen SOCKET_PATH|HOST:PORT --backend SOCKET_PATH
+//! relay-floor --io login-tokio|login-uring|login-hosted --listen SOCKET_PATH|HOST:PORT
 //! ```
 //!
 //! A `--listen` that parses as `HOST:PORT` is a TCP listener (with
@@ -39,11 +42,11 @@ enum Io {
     Hybrid,
     /// The uring loop as one tokio task, waiting in tokio's epoll.
     Hosted,
-    /// `--login`: answer logins on tokio (see `login.rs`).
+    /// Answer logins on tokio, a task per client (see `login.rs`).
     LoginTokio,
-    /// `--login`: answer logins on an io_uring loop.
+    /// Answer logins on an io_uring loop of its own.
     LoginUring,
-    /// `--login`: the io_uring loop hosted in a tokio task.
+    /// Answer logins on the io_uring loop hosted in a tokio task.
     LoginHosted,
     /// tokio runs the tasks and sends; one multishot io_uring receive per
     /// socket.
