@@ -16,6 +16,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Poll, Waker};
 
 use io_uring::{opcode, types, IoUring};
+use slab::Slab;
 use tokio::io::unix::AsyncFd;
 
 use crate::Listen;
@@ -31,7 +32,6 @@ pub static YIELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 
 /// One queued or running operation's slot.
 enum Slot {
-    Free,
     /// Submitted (or queued); the task waits with this waker.
     Waiting(Option<Waker>),
     /// Completed with this result; the task has not looked yet.
@@ -41,8 +41,7 @@ enum Slot {
 /// The thread's ring and its operations' slots.
 struct Ring {
     ring: IoUring,
-    slots: Vec<Slot>,
-    free: Vec<usize>,
+    slots: Slab<Slot>,
     /// The driver's waker, to call when something is queued.
     driver: Option<Waker>,
     /// Entries queued since the driver's last submit.
@@ -66,11 +65,7 @@ fn with_ring<R>(f: impl FnOnce(&mut Ring) -> R) -> R {
 /// (and a relay task is never dropped mid-operation: it runs to the end).
 async fn submit(entry: io_uring::squeue::Entry) -> i32 {
     let slot = with_ring(|r| {
-        let slot = r.free.pop().unwrap_or_else(|| {
-            r.slots.push(Slot::Free);
-            r.slots.len() - 1
-        });
-        r.slots[slot] = Slot::Waiting(None);
+        let slot = r.slots.insert(Slot::Waiting(None));
         let e = entry.user_data(slot as u64);
         // SAFETY: see the function's doc: the buffer outlives the operation.
         while unsafe { r.ring.submission().push(&e) }.is_err() {
@@ -86,15 +81,13 @@ async fn submit(entry: io_uring::squeue::Entry) -> i32 {
         with_ring(|r| match &mut r.slots[slot] {
             Slot::Done(res) => {
                 let res = *res;
-                r.slots[slot] = Slot::Free;
-                r.free.push(slot);
+                r.slots.remove(slot);
                 Poll::Ready(res)
             }
             Slot::Waiting(w) => {
                 *w = Some(cx.waker().clone());
                 Poll::Pending
             }
-            Slot::Free => unreachable!("a slot is freed only by its own task"),
         })
     })
     .await
@@ -194,8 +187,7 @@ pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
     RING.with(|r| {
         *r.borrow_mut() = Some(Ring {
             ring,
-            slots: Vec::new(),
-            free: Vec::new(),
+            slots: Slab::new(),
             driver: None,
             queued: 0,
         })

@@ -14,6 +14,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use io_uring::{cqueue, opcode, types, IoUring};
+use slab::Slab;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::net::Accepted;
@@ -119,8 +120,7 @@ const ACCEPT: u64 = u64::MAX;
 /// operation on the ring, the close too.
 struct Server {
     ring: IoUring,
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
+    conns: Slab<Conn>,
     hello: Vec<u8>,
     listener: OwnedFd,
     tcp: bool,
@@ -131,8 +131,7 @@ impl Server {
         let listener = crate::net::bind(listen)?;
         let mut s = Server {
             ring,
-            conns: Vec::new(),
-            free: Vec::new(),
+            conns: Slab::new(),
             hello: greeting(),
             listener,
             tcp: matches!(listen, Listen::Tcp(_)),
@@ -179,34 +178,19 @@ impl Handler for Server {
                 step: Step::Startup,
                 buf: Box::new([0; 1024]),
             };
-            let slot = match self.free.pop() {
-                Some(s) => {
-                    self.conns[s] = Some(conn);
-                    s
-                }
-                None => {
-                    self.conns.push(Some(conn));
-                    self.conns.len() - 1
-                }
-            };
-            let c = self.conns[slot]
-                .as_mut()
-                .map(|c| (c.fd, c.buf.as_mut_ptr()));
-            if let Some((fd, buf)) = c {
-                let e = opcode::Recv::new(types::Fd(fd), buf, 1024).build();
-                self.push(e.user_data(slot as u64))?;
-            }
-            return Ok(());
+            let slot = self.conns.insert(conn);
+            let c = &mut self.conns[slot];
+            let e = opcode::Recv::new(types::Fd(c.fd), c.buf.as_mut_ptr(), 1024).build();
+            return self.push(e.user_data(slot as u64));
         }
         let slot = id as usize;
-        let Some(c) = self.conns[slot].as_mut() else {
+        let Some(c) = self.conns.get_mut(slot) else {
             return Ok(());
         };
         let fd = types::Fd(c.fd);
         let next = match (c.step, res) {
             (Step::Closing, _) => {
-                self.conns[slot] = None;
-                self.free.push(slot);
+                self.conns.remove(slot);
                 return Ok(());
             }
             (Step::Startup, n) if n > 0 && c.buf[..n as usize] == SSL_REQUEST => {

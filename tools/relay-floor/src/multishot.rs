@@ -18,6 +18,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::task::{Poll, Waker};
 
 use io_uring::{cqueue, opcode, types, IoUring};
+use slab::Slab;
 use tokio::io::unix::AsyncFd;
 
 use crate::Listen;
@@ -45,8 +46,7 @@ struct Inbox {
 struct Ms {
     ring: IoUring,
     pool: Box<[u8]>,
-    inboxes: Vec<Option<Inbox>>,
-    free: Vec<usize>,
+    inboxes: Slab<Inbox>,
     driver: Option<Waker>,
     queued: usize,
 }
@@ -78,7 +78,7 @@ impl Ms {
     }
 
     fn arm(&mut self, id: usize) {
-        let fd = self.inboxes[id].as_ref().map_or(-1, |b| b.fd);
+        let fd = self.inboxes.get(id).map_or(-1, |b| b.fd);
         self.push(
             opcode::RecvMulti::new(types::Fd(fd), GROUP)
                 .build()
@@ -100,7 +100,7 @@ impl Ms {
             return;
         }
         let id = id as usize;
-        let Some(b) = self.inboxes[id].as_mut() else {
+        let Some(b) = self.inboxes.get_mut(id) else {
             return;
         };
         if res > 0 {
@@ -176,23 +176,14 @@ async fn copy(from: RawFd, to: RawFd) {
             fd: from,
             ..Inbox::default()
         };
-        let id = match m.free.pop() {
-            Some(i) => {
-                m.inboxes[i] = Some(inbox);
-                i
-            }
-            None => {
-                m.inboxes.push(Some(inbox));
-                m.inboxes.len() - 1
-            }
-        };
+        let id = m.inboxes.insert(inbox);
         m.arm(id);
         id
     });
     loop {
         let next = poll_fn(|cx| {
             with(|m| {
-                let Some(b) = m.inboxes[id].as_mut() else {
+                let Some(b) = m.inboxes.get_mut(id) else {
                     return Poll::Ready(None);
                 };
                 if let Some(x) = b.ready.pop_front() {
@@ -226,7 +217,7 @@ async fn copy(from: RawFd, to: RawFd) {
     // Wait for the multishot receive to end before the fd may close: its
     // last completion has no MORE flag and marks the inbox ended.
     poll_fn(|cx| {
-        with(|m| match m.inboxes[id].as_mut() {
+        with(|m| match m.inboxes.get_mut(id) {
             Some(b) if !b.ended => {
                 b.waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -236,12 +227,11 @@ async fn copy(from: RawFd, to: RawFd) {
     })
     .await;
     with(|m| {
-        if let Some(b) = m.inboxes[id].take() {
+        if let Some(b) = m.inboxes.try_remove(id) {
             for (bid, _) in b.ready {
                 m.provide(bid);
             }
         }
-        m.free.push(id);
     });
 }
 
@@ -255,8 +245,7 @@ pub fn run(listen: &Listen, backend: &std::path::Path) -> io::Result<()> {
     let mut ms = Ms {
         ring,
         pool: vec![0u8; BSZ * NBUF as usize].into_boxed_slice(),
-        inboxes: Vec::new(),
-        free: Vec::new(),
+        inboxes: Slab::new(),
         driver: None,
         queued: 0,
     };

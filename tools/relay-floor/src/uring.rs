@@ -10,6 +10,7 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use slab::Slab;
 
 use crate::frames::Frames;
 use crate::ringloop::{self, Handler};
@@ -74,8 +75,7 @@ impl Pair {
 
 struct Relay {
     ring: IoUring,
-    pairs: Vec<Option<Pair>>,
-    free: Vec<usize>,
+    pairs: Slab<Pair>,
     link: bool,
     backend: std::path::PathBuf,
     listener: RawFd,
@@ -103,7 +103,7 @@ impl Relay {
     }
 
     fn recv(&mut self, slot: usize, dir: Dir) -> io::Result<()> {
-        let Some(p) = self.pairs[slot].as_mut() else {
+        let Some(p) = self.pairs.get_mut(slot) else {
             return Ok(());
         };
         let (from, _) = p.ends(dir);
@@ -117,7 +117,7 @@ impl Relay {
 
     fn send(&mut self, slot: usize, dir: Dir) -> io::Result<()> {
         let link = self.link;
-        let Some(p) = self.pairs[slot].as_mut() else {
+        let Some(p) = self.pairs.get_mut(slot) else {
             return Ok(());
         };
         let (from, to) = p.ends(dir);
@@ -171,16 +171,7 @@ impl Relay {
             inflight: 0,
             closing: false,
         };
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.pairs[s] = Some(pair);
-                s
-            }
-            None => {
-                self.pairs.push(Some(pair));
-                self.pairs.len() - 1
-            }
-        };
+        let slot = self.pairs.insert(pair);
         self.recv(slot, Dir::Up)?;
         self.recv(slot, Dir::Down)
     }
@@ -188,7 +179,7 @@ impl Relay {
     /// Shuts both sockets so every pending operation completes; the fds
     /// close when the last one has.
     fn close(&mut self, slot: usize) {
-        if let Some(p) = self.pairs[slot].as_mut() {
+        if let Some(p) = self.pairs.get_mut(slot) {
             if !p.closing {
                 p.closing = true;
                 // SAFETY: both fds are open until the pair is freed.
@@ -201,21 +192,20 @@ impl Relay {
     }
 
     fn on_pair(&mut self, slot: usize, dir: Dir, op: Op, res: i32) -> io::Result<()> {
-        let Some(p) = self.pairs[slot].as_mut() else {
+        let Some(p) = self.pairs.get_mut(slot) else {
             return Ok(());
         };
         p.inflight -= 1;
         if p.closing || res <= 0 {
             self.close(slot);
-            if let Some(p) = self.pairs[slot].as_ref() {
+            if let Some(p) = self.pairs.get(slot) {
                 if p.inflight == 0 {
                     // SAFETY: no operation on either fd is pending.
                     unsafe {
                         libc::close(p.client);
                         libc::close(p.backend);
                     }
-                    self.pairs[slot] = None;
-                    self.free.push(slot);
+                    self.pairs.remove(slot);
                 }
             }
             return Ok(());
@@ -283,8 +273,7 @@ pub fn run(
     let listener = crate::net::bind(listen)?;
     let mut relay = Relay {
         ring: ringloop::ring(hosted)?,
-        pairs: Vec::new(),
-        free: Vec::new(),
+        pairs: Slab::new(),
         link,
         backend: backend.to_path_buf(),
         listener: listener.as_raw_fd(),
