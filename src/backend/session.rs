@@ -120,7 +120,7 @@ impl Link {
 
     /// Takes back settings [`Link::queue_settings`] queued that never went
     /// out: the queue, their expected replies and their ledger values.
-    pub(super) fn withdraw_unsent(&mut self) {
+    pub fn withdraw_unsent(&mut self) {
         let Some(w) = self.withdrawable.take() else {
             return;
         };
