@@ -33,7 +33,7 @@ use crate::listener::{proxy, ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
-use crate::stream::Stream;
+use crate::stream::{Accepted, Stream};
 use authenticate::Proof;
 use login::{attach, handshake};
 
@@ -89,8 +89,23 @@ impl Serve for Sessions {
         self.0.next_client_id()
     }
 
-    fn serve(&self, stream: Stream, ctx: ConnContext) {
-        self.0.tasks.spawn(serve(stream, ctx, self.0.clone()));
+    fn serve(&self, conn: Accepted, ctx: ConnContext) {
+        let pooler = &self.0;
+        let mut buf = client_buf(pooler);
+        // Read before the socket is registered (see `Accepted`), here in
+        // the accept loop as PgBouncer does; behind a balancer the PROXY
+        // header comes first, and `admit` reads it.
+        if pooler.config().listen.proxy_protocol_from.is_empty() {
+            conn.read_now(&mut buf);
+        }
+        match conn.into_stream() {
+            Ok(stream) => {
+                pooler.tasks.spawn(serve(stream, buf, ctx, pooler.clone()));
+            }
+            Err(e) => {
+                tracing::warn!(id = ctx.id, error = %e, "cannot watch an accepted connection")
+            }
+        }
     }
 }
 
@@ -106,9 +121,18 @@ pub async fn cancel(pooler: &Pooler, pid: i32, secret: i32) {
     cancel::serve(pooler, pid, secret).await
 }
 
-/// Serves one client connection to the end.
+/// A client's read buffer: shared buffers for its reads, up to a startup
+/// packet or a relayed chunk.
+fn client_buf(pooler: &Pooler) -> FrameBuf {
+    let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
+    FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone())
+}
+
+/// Serves one client connection to the end; `buf` holds what it sent
+/// before it was registered.
 pub fn serve(
     mut stream: Stream,
+    mut buf: FrameBuf,
     ctx: ConnContext,
     pooler: Arc<Pooler>,
 ) -> impl std::future::Future<Output = ()> {
@@ -135,8 +159,6 @@ pub fn serve(
             return;
         }
         record_peer(&ctx);
-        let cap = CLIENT_RELAY_CAP.max(MAX_STARTUP_PACKET);
-        let mut buf = FrameBuf::with_stash(CLIENT_BUF, cap, pooler.buffers.clone());
         // Each phase's future is boxed and gone before the next: a task is
         // as big as its largest state, and an idle client (tens of
         // thousands of them) should carry neither the login's state nor the
@@ -353,7 +375,7 @@ mod task_layout {
         let size = std::mem::size_of_val(&login);
         assert!(size <= 4096, "the handshake future is {size} bytes");
         drop(login);
-        let task = serve(stream, ctx, pooler);
+        let task = serve(stream, client_buf(&pooler), ctx, pooler);
         let size = std::mem::size_of_val(&task);
         assert!(size <= 144, "a client's task future is {size} bytes");
     }

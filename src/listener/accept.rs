@@ -1,6 +1,7 @@
-//! Accepting connections as [`Socket`]s: `accept4` straight into a
-//! non-blocking descriptor registered for reading only, instead of tokio's
-//! listeners, whose streams register for writing too and would have to be
+//! Accepting connections: `accept4` straight into a non-blocking
+//! descriptor, registered later for reading only (see
+//! [`crate::stream::Accepted`]), instead of tokio's listeners, whose
+//! streams register at once and for writing too, and would have to be
 //! deregistered and registered again (two system calls per login).
 
 use std::io;
@@ -12,8 +13,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use socket2::SockAddr;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
-
-use crate::stream::Socket;
 
 /// A listening socket (TCP or Unix), registered for readability.
 pub struct Listening {
@@ -34,12 +33,13 @@ impl Listening {
         })
     }
 
-    /// The next connection and its peer's address.
-    pub async fn accept(&self) -> io::Result<(Socket, SockAddr)> {
+    /// The next connection, not yet registered with the runtime, and its
+    /// peer's address.
+    pub async fn accept(&self) -> io::Result<(OwnedFd, SockAddr)> {
         loop {
             let mut guard = self.fd.readable().await?;
             match guard.try_io(|l| accept4(l.as_raw_fd())) {
-                Ok(Ok((fd, addr))) => return Ok((Socket::new(fd)?, addr)),
+                Ok(Ok(accepted)) => return Ok(accepted),
                 Ok(Err(e)) => return Err(e),
                 Err(_would_block) => {
                     self.drained.store(true, Ordering::Relaxed);
@@ -106,7 +106,7 @@ mod tests {
         let l = Listening::new(OwnedFd::from(tcp))?;
         assert_eq!(l.local_tcp_addr(), Some(addr));
         let client = tokio::net::TcpStream::connect(addr).await?;
-        let (_sock, peer) = l.accept().await?;
+        let (_fd, peer) = l.accept().await?;
         assert_eq!(peer.as_socket(), Some(client.local_addr()?));
 
         let dir = std::env::temp_dir().join(format!("pgharbor-accept-{}", std::process::id()));
@@ -117,7 +117,8 @@ mod tests {
         let l = Listening::new(OwnedFd::from(unix))?;
         assert_eq!(l.local_tcp_addr(), None);
         let _client = tokio::net::UnixStream::connect(&path).await?;
-        let (sock, _) = l.accept().await?;
+        let (fd, _) = l.accept().await?;
+        let sock = crate::stream::Socket::new(fd)?;
         assert!(sock.peer_uid().is_ok());
         std::fs::remove_dir_all(&dir)?;
         Ok(())

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TcpOptions};
 use crate::service::activation::Inherited;
-use crate::stream::Stream;
+use crate::stream::Accepted;
 
 mod accept;
 mod handover;
@@ -82,7 +82,7 @@ pub trait Serve: Send + Sync + 'static {
     /// unique with clients that arrive another way (a takeover's).
     fn next_id(&self) -> u64;
     /// Takes one accepted connection (and must not block the accept loop).
-    fn serve(&self, stream: Stream, ctx: ConnContext);
+    fn serve(&self, conn: Accepted, ctx: ConnContext);
 }
 
 /// Why the listeners could not be set up.
@@ -311,14 +311,15 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
     let inherited = crate::sockopt::set_on_listener(&l, &server.tcp_options());
     loop {
         match l.accept().await {
-            Ok((sock, peer)) => {
+            Ok((fd, peer)) => {
                 let Some(peer) = peer.as_socket() else {
                     continue;
                 };
+                let conn = Accepted::tcp(fd);
                 let opts = server.tcp_options();
                 if inherited != Some(opts) || !l.drained() {
-                    let _ = sock.sock_ref().set_nodelay(true);
-                    if let Err(e) = crate::sockopt::apply(&sock, &opts) {
+                    let _ = socket2::SockRef::from(&conn).set_nodelay(true);
+                    if let Err(e) = crate::sockopt::apply(&conn, &opts) {
                         tracing::warn!(peer = %peer, error = %e, "cannot set TCP keepalive options");
                     }
                 }
@@ -329,7 +330,7 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
                     via: None,
                     accepted_at: Instant::now(),
                 };
-                server.serve(Stream::Tcp(sock), ctx);
+                server.serve(conn, ctx);
             }
             Err(e) => accept_failed(e).await,
         }
@@ -340,7 +341,7 @@ async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
     let name: Arc<str> = Arc::from(path.display().to_string());
     loop {
         match l.accept().await {
-            Ok((sock, _)) => {
+            Ok((fd, _)) => {
                 let ctx = ConnContext {
                     id: server.next_id(),
                     transport: Transport::Unix,
@@ -348,7 +349,7 @@ async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
                     via: None,
                     accepted_at: Instant::now(),
                 };
-                server.serve(Stream::Unix(sock), ctx);
+                server.serve(Accepted::unix(fd), ctx);
             }
             Err(e) => accept_failed(e).await,
         }

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 /// RELOAD may change between accepts.
 struct Catch {
     opts: Mutex<TcpOptions>,
-    accepted: mpsc::UnboundedSender<Stream>,
+    accepted: mpsc::UnboundedSender<Accepted>,
 }
 
 impl Serve for Catch {
@@ -21,8 +21,8 @@ impl Serve for Catch {
     fn next_id(&self) -> u64 {
         0
     }
-    fn serve(&self, stream: Stream, _: ConnContext) {
-        let _ = self.accepted.send(stream);
+    fn serve(&self, conn: Accepted, _: ConnContext) {
+        let _ = self.accepted.send(conn);
     }
 }
 
@@ -74,10 +74,10 @@ async fn accepted_sockets_get_nodelay_and_the_current_keepalive() -> std::io::Re
             if i >= 2 {
                 clients.push(tokio::net::TcpStream::connect(addr).await?);
             }
-            let Some(Stream::Tcp(sock)) = rx.recv().await else {
-                panic!("no TCP stream accepted");
+            let Some(conn) = rx.recv().await else {
+                panic!("no TCP connection accepted");
             };
-            let s = sock.sock_ref();
+            let s = socket2::SockRef::from(&conn);
             assert!(s.nodelay()?, "{first:?} then {opts:?}");
             assert_eq!(
                 s.keepalive()?,

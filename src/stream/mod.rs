@@ -10,6 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::protocol::{Frame, FrameBuf, Violation};
 
+mod accepted;
 mod socket;
 mod tls;
 mod tls_bio;
@@ -17,6 +18,7 @@ mod tls_reason;
 #[cfg(test)]
 mod tls_tests;
 
+pub use accepted::Accepted;
 pub use socket::{Socket, SocketRead, SocketWrite};
 pub use tls::{TlsError, TlsStream};
 
