@@ -33,7 +33,7 @@ use crate::listener::{proxy, ConnContext, Listeners, Serve};
 use crate::pooler::Pooler;
 use crate::protocol::{server, FrameBuf, MAX_STARTUP_PACKET};
 use crate::stats::{Class, ClientLogin};
-use crate::stream::{Accepted, Stream};
+use crate::stream::{Accepted, EarlyReads, Stream};
 use authenticate::Proof;
 use login::{attach, handshake};
 
@@ -89,14 +89,14 @@ impl Serve for Sessions {
         self.0.next_client_id()
     }
 
-    fn serve(&self, conn: Accepted, ctx: ConnContext) {
+    fn serve(&self, conn: Accepted, ctx: ConnContext, early: &mut EarlyReads) {
         let pooler = &self.0;
         let mut buf = client_buf(pooler);
         // Read before the socket is registered (see `Accepted`), here in
         // the accept loop as PgBouncer does; behind a balancer the PROXY
         // header comes first, and `admit` reads it.
         if pooler.config().listen.proxy_protocol_from.is_empty() {
-            conn.read_now(&mut buf);
+            early.read(&conn, &mut buf);
         }
         match conn.into_stream() {
             Ok(stream) => {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, TcpOptions};
 use crate::service::activation::Inherited;
-use crate::stream::Accepted;
+use crate::stream::{Accepted, EarlyReads};
 
 mod accept;
 mod handover;
@@ -81,8 +81,9 @@ pub trait Serve: Send + Sync + 'static {
     /// A fresh connection id; the server owns the counter, so ids stay
     /// unique with clients that arrive another way (a takeover's).
     fn next_id(&self) -> u64;
-    /// Takes one accepted connection (and must not block the accept loop).
-    fn serve(&self, conn: Accepted, ctx: ConnContext);
+    /// Takes one accepted connection (and must not block the accept loop);
+    /// `early` is the listener's, for reading it before it is registered.
+    fn serve(&self, conn: Accepted, ctx: ConnContext, early: &mut EarlyReads);
 }
 
 /// Why the listeners could not be set up.
@@ -309,6 +310,7 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
     // accepted after a RELOAD changed the options gets them itself, as does
     // one that was waiting before they were set on the listener.
     let inherited = crate::sockopt::set_on_listener(&l, &server.tcp_options());
+    let mut early = EarlyReads::default();
     loop {
         match l.accept().await {
             Ok((fd, peer)) => {
@@ -330,7 +332,7 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
                     via: None,
                     accepted_at: Instant::now(),
                 };
-                server.serve(conn, ctx);
+                server.serve(conn, ctx, &mut early);
             }
             Err(e) => accept_failed(e).await,
         }
@@ -339,6 +341,7 @@ async fn accept_tcp(l: Listening, server: Arc<dyn Serve>) {
 
 async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
     let name: Arc<str> = Arc::from(path.display().to_string());
+    let mut early = EarlyReads::default();
     loop {
         match l.accept().await {
             Ok((fd, _)) => {
@@ -349,7 +352,7 @@ async fn accept_unix(l: Listening, path: PathBuf, server: Arc<dyn Serve>) {
                     via: None,
                     accepted_at: Instant::now(),
                 };
-                server.serve(Accepted::unix(fd), ctx);
+                server.serve(Accepted::unix(fd), ctx, &mut early);
             }
             Err(e) => accept_failed(e).await,
         }

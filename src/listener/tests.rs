@@ -21,7 +21,7 @@ impl Serve for Catch {
     fn next_id(&self) -> u64 {
         0
     }
-    fn serve(&self, conn: Accepted, _: ConnContext) {
+    fn serve(&self, conn: Accepted, _: ConnContext, _: &mut crate::stream::EarlyReads) {
         let _ = self.accepted.send(conn);
     }
 }

@@ -8,6 +8,12 @@
 //! client's task waits a turn of the event loop for that report, or, had it
 //! read anyway, meets the report later and spends a `recv` on nothing.
 //! Reading before registering costs neither: the socket joins epoll empty.
+//!
+//! When the packet has not arrived, the read is a system call for nothing:
+//! over TCP with a few clients connecting at once, the pooler often accepts
+//! before the client has returned from `connect` (measured: 85% of early
+//! reads empty at four clients, against 1% with one). [`EarlyReads`] learns
+//! per listener whether they pay.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -63,6 +69,56 @@ impl Accepted {
     }
 }
 
+/// Whether reading accepted connections early pays on one listener: a
+/// score that an early read finding data raises by [`FOUND`] and one
+/// finding nothing lowers by one (a wasted `recv` costs about a third of
+/// the event-loop turn a found packet saves). At zero, only one connection
+/// in [`PROBE_EVERY`] is read early, to notice when they pay again.
+#[derive(Debug)]
+pub struct EarlyReads {
+    score: u8,
+    skipped: u8,
+}
+
+/// What an early read that found data adds to the score.
+const FOUND: u8 = 3;
+/// The score's ceiling: how many empty reads in a row turn early reads off.
+const CEILING: u8 = 12;
+/// At a score of zero, one connection in this many is read early.
+const PROBE_EVERY: u8 = 16;
+
+impl Default for EarlyReads {
+    fn default() -> Self {
+        EarlyReads {
+            score: CEILING,
+            skipped: 0,
+        }
+    }
+}
+
+impl EarlyReads {
+    /// Reads `conn` into `buf` before it is registered, if early reads pay
+    /// on this listener; learns from what it found.
+    pub fn read(&mut self, conn: &Accepted, buf: &mut FrameBuf) {
+        if self.score == 0 {
+            self.skipped += 1;
+            if self.skipped < PROBE_EVERY {
+                return;
+            }
+            self.skipped = 0;
+        }
+        self.learn(conn.read_now(buf) > 0);
+    }
+
+    fn learn(&mut self, found: bool) {
+        self.score = if found {
+            self.score.saturating_add(FOUND).min(CEILING)
+        } else {
+            self.score.saturating_sub(1)
+        };
+    }
+}
+
 impl AsFd for Accepted {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -115,6 +171,46 @@ mod tests {
         peer.write_all(b"later")?;
         assert_eq!(&read.await.map_err(io::Error::other)??, b"later");
         Ok(())
+    }
+
+    #[test]
+    fn early_reads_stop_when_they_find_nothing_and_probe_until_they_find_data_again(
+    ) -> io::Result<()> {
+        let (conn, mut peer) = pair()?;
+        let mut buf = FrameBuf::new(64, 64);
+        let mut early = EarlyReads::default();
+        for _ in 0..CEILING {
+            early.read(&conn, &mut buf);
+        }
+        assert_eq!(early.score, 0, "twelve empty reads turn them off");
+        peer.write_all(b"x")?;
+        for _ in 1..PROBE_EVERY {
+            early.read(&conn, &mut buf);
+        }
+        assert!(buf.is_empty(), "off: no connection is read early");
+        early.read(&conn, &mut buf);
+        assert_eq!(buf.readable(), b"x", "the sixteenth is read: a probe");
+        assert_eq!(early.score, FOUND);
+        Ok(())
+    }
+
+    #[test]
+    fn early_reads_that_find_data_a_quarter_of_the_time_stay_on() {
+        let mut early = EarlyReads::default();
+        for _ in 0..100 {
+            for found in [true, false, false, false] {
+                early.learn(found);
+            }
+            assert!(early.score > 0);
+        }
+        let mut off = false;
+        for _ in 0..100 {
+            for found in [false, false, true, false, false] {
+                early.learn(found);
+                off |= early.score == 0;
+            }
+        }
+        assert!(off, "a fifth of the time: they turn off");
     }
 
     #[tokio::test]

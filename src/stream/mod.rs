@@ -18,7 +18,7 @@ mod tls_reason;
 #[cfg(test)]
 mod tls_tests;
 
-pub use accepted::Accepted;
+pub use accepted::{Accepted, EarlyReads};
 pub use socket::{Socket, SocketRead, SocketWrite};
 pub use tls::{TlsError, TlsStream};
 
