@@ -12,7 +12,7 @@
 //! When the packet has not arrived, the read is a system call for nothing:
 //! over TCP with a few clients connecting at once, the pooler often accepts
 //! before the client has returned from `connect` (measured: 85% of early
-//! reads empty at four clients, against 1% with one). [`EarlyReads`] learns
+//! reads empty at four clients, against 6.5% with one). [`EarlyReads`] learns
 //! per listener whether they pay.
 
 use std::io;
@@ -28,18 +28,31 @@ use crate::protocol::FrameBuf;
 #[derive(Debug)]
 pub struct Accepted {
     fd: OwnedFd,
-    unix: bool,
+    kind: Kind,
+}
+
+/// Which [`Stream`] an accepted connection becomes.
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Tcp,
+    Unix,
 }
 
 impl Accepted {
     /// A TCP connection.
     pub fn tcp(fd: OwnedFd) -> Self {
-        Accepted { fd, unix: false }
+        Accepted {
+            fd,
+            kind: Kind::Tcp,
+        }
     }
 
     /// A Unix-socket connection.
     pub fn unix(fd: OwnedFd) -> Self {
-        Accepted { fd, unix: true }
+        Accepted {
+            fd,
+            kind: Kind::Unix,
+        }
     }
 
     /// Reads what already arrived into `buf`, without waiting; the bytes
@@ -61,10 +74,9 @@ impl Accepted {
     /// Registers the socket with the runtime, for reading.
     pub fn into_stream(self) -> io::Result<Stream> {
         let sock = Socket::new(self.fd)?;
-        Ok(if self.unix {
-            Stream::Unix(sock)
-        } else {
-            Stream::Tcp(sock)
+        Ok(match self.kind {
+            Kind::Tcp => Stream::Tcp(sock),
+            Kind::Unix => Stream::Unix(sock),
         })
     }
 }
