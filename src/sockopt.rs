@@ -2,9 +2,11 @@
 //! sockets as they are accepted (`[listen]`), backend sockets as they are
 //! opened (the conninfo's libpq keywords). Through `socket2`, which already
 //! carries the per-platform TCP_KEEPIDLE / TCP_KEEPINTVL / TCP_KEEPCNT /
-//! TCP_USER_TIMEOUT constants; Unix sockets never get here.
+//! TCP_USER_TIMEOUT constants; Unix sockets never get here. And
+//! TCP_DEFER_ACCEPT on TCP listeners.
 
 use std::io;
+use std::os::fd::AsRawFd;
 
 use crate::config::{Keepalive, TcpOptions};
 use socket2::{SockRef, TcpKeepalive};
@@ -52,11 +54,73 @@ pub fn set_on_listener(listener: &impl std::os::fd::AsFd, opts: &TcpOptions) -> 
     Some(*opts)
 }
 
+/// Turns TCP_DEFER_ACCEPT on or off on a TCP listener. On, the kernel
+/// hands over a connection once its first data arrived, or after one
+/// SYN-ACK retransmission (about a second) for a client that sends
+/// nothing, which then meets `client_login_timeout` as before. The accept
+/// loop's early read (`stream::Accepted`) then always finds the startup
+/// packet, and the pooler is not woken for a connection until there is
+/// something to do. Neither socket2 nor nix has the option.
+pub fn set_defer_accept(listener: &impl AsRawFd, on: bool) -> io::Result<()> {
+    // Seconds, which Linux turns into a count of SYN-ACK retransmissions:
+    // 1 is one retransmission.
+    let secs: libc::c_int = i32::from(on);
+    // SAFETY: the descriptor is a socket the caller owns for the call, and
+    // the option value is a c_int that outlives it, with its size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&secs as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
+
+    /// TCP_DEFER_ACCEPT as the kernel reports it back (in seconds, from
+    /// the retransmission count it keeps).
+    fn defer_accept(listener: &impl AsRawFd) -> io::Result<libc::c_int> {
+        let mut v: libc::c_int = -1;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: a live socket, and a c_int with its size to write into.
+        let rc = unsafe {
+            libc::getsockopt(
+                listener.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_DEFER_ACCEPT,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            Ok(v)
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    #[test]
+    fn defer_accept_goes_on_and_off() -> io::Result<()> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        assert_eq!(defer_accept(&listener)?, 0, "off by default in the kernel");
+        set_defer_accept(&listener, true)?;
+        assert!(defer_accept(&listener)? > 0);
+        set_defer_accept(&listener, false)?;
+        assert_eq!(defer_accept(&listener)?, 0);
+        Ok(())
+    }
 
     /// Checks what the kernel reports back for each option (getsockopt).
     #[tokio::test]

@@ -213,6 +213,10 @@ pub struct ListenConfig {
     /// `tcp_keepidle`, `tcp_keepintvl`, `tcp_keepcnt`, `tcp_user_timeout`).
     /// Default: keepalive on, system timings.
     pub tcp: TcpOptions,
+    /// TCP_DEFER_ACCEPT on the TCP listeners: a connection is accepted
+    /// once it has sent something (or after about a second). Default on,
+    /// as PgBouncer's `tcp_defer_accept` on Linux.
+    pub tcp_defer_accept: bool,
     /// SO_REUSEPORT on the TCP listeners, so a fleet shares the port. Default off.
     pub reuseport: bool,
     /// This instance's id in a fleet, carried by its cancel keys; `None`

@@ -53,6 +53,7 @@ pub(super) struct RawListen {
     pub tcp_keepintvl: Option<String>,
     pub tcp_keepcnt: Option<i64>,
     pub tcp_user_timeout: Option<String>,
+    pub tcp_defer_accept: Option<bool>,
     pub reuseport: Option<bool>,
     pub instance_id: Option<i64>,
     pub proxy_protocol_from: Option<Vec<String>>,

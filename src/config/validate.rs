@@ -130,6 +130,7 @@ fn listen(
             "no TCP addresses and no listen.unix_socket_dir: clients could not connect at all",
         ));
     }
+    let tcp_defer_accept = k("tcp_defer_accept")?.flag(raw.tcp_defer_accept)?;
     let reuseport = k("reuseport")?.flag(raw.reuseport)?;
     let instance_id = u8::try_from(k("instance_id")?.count(raw.instance_id)?)
         .map_err(|_| ConfigError::invalid("listen.instance_id", "must be from 0 to 255"))?;
@@ -137,6 +138,7 @@ fn listen(
     super::fleet::check_reuseport(reuseport, instance_id)?;
     Ok(ListenConfig {
         tcp,
+        tcp_defer_accept,
         reuseport,
         instance_id,
         addresses,

@@ -21,6 +21,9 @@ pub enum Conv {
     Int,
     /// 0/1, yes/no, on/off, true/false.
     Bool,
+    /// A whole number that switches something on unless it is 0
+    /// (`tcp_defer_accept`, seconds in older PgBouncers, a flag in newer).
+    Nonzero,
     /// Text as it is.
     Str,
     /// Text, where empty leaves the key unset, as in PgBouncer (file
@@ -185,7 +188,7 @@ pub const SETTINGS: &[(&str, Rule)] = &[
     ("max_packet_size", none(&["2147483647"], "not configurable")),
     ("listen_backlog", none(&["128"], "the listen backlog is the system's (somaxconn)")),
     ("so_reuseport", to("listen", "reuseport", Conv::Bool)),
-    ("tcp_defer_accept", none(&["0", "45"], "not configurable")),
+    ("tcp_defer_accept", to("listen", "tcp_defer_accept", Conv::Nonzero)),
     ("tcp_socket_buffer", none(&["0"], "socket buffers are the system's")),
     ("dns_max_ttl", none(&["15"], "host names are resolved at each connect")),
     ("dns_nxdomain_ttl", none(&["15"], "host names are resolved at each connect")),
@@ -228,6 +231,10 @@ pub fn convert(conv: Conv, value: &str) -> Result<Value, String> {
         Conv::Millis => int(v).map(|n| Value::Str(format!("{n}ms"))),
         Conv::Int => int(v).map(Value::Int),
         Conv::Bool => boolean(v).map(Value::Bool),
+        Conv::Nonzero => match v.trim().parse::<u64>() {
+            Ok(n) => Ok(Value::Bool(n != 0)),
+            Err(_) => boolean(v).map(Value::Bool),
+        },
         Conv::Str | Conv::Unset => Ok(Value::Str(v.to_string())),
         Conv::List => Ok(Value::List(list(v))),
         Conv::Addresses => Ok(Value::List(list(v))),
@@ -343,6 +350,10 @@ mod tests {
         );
         assert_eq!(convert(Conv::Bool, "on"), Ok(Value::Bool(true)));
         assert!(convert(Conv::Bool, "maybe").is_err());
+        assert_eq!(convert(Conv::Nonzero, "45"), Ok(Value::Bool(true)));
+        assert_eq!(convert(Conv::Nonzero, "0"), Ok(Value::Bool(false)));
+        assert_eq!(convert(Conv::Nonzero, "on"), Ok(Value::Bool(true)));
+        assert!(convert(Conv::Nonzero, "-1").is_err());
         assert!(convert(Conv::SecondsPositive, "0").is_err());
         assert!(convert(Conv::Lifetime, "0").is_err());
         assert_eq!(

@@ -177,6 +177,9 @@ impl Listeners {
                 Some(l) => TcpListener::from_std(l).map_err(tcp_err)?,
                 None => bind_tcp(addr, config.listen.reuseport).map_err(tcp_err)?,
             };
+            // Inherited ones too: a takeover's listeners get this process's setting.
+            crate::sockopt::set_defer_accept(&sock, config.listen.tcp_defer_accept)
+                .map_err(tcp_err)?;
             tcp.push(sock);
         }
         let mut unix_inherited = false;

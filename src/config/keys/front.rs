@@ -122,6 +122,15 @@ pub(super) const KEYS: &[Key] = &[
     },
     Key {
         section: Listen,
+        name: "tcp_defer_accept",
+        kind: Kind::Bool,
+        default: Bool(true),
+        reload: Restart,
+        doc: "TCP_DEFER_ACCEPT on the TCP listeners: a connection is accepted once it has sent its first packet (or after about a second), so the accept finds the startup packet already there; PgBouncer's default on Linux.",
+        get: Get::Global(|c| c.listen.tcp_defer_accept.to_string()),
+    },
+    Key {
+        section: Listen,
         name: "reuseport",
         kind: Kind::Bool,
         default: Bool(false),
