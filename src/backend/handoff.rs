@@ -93,6 +93,14 @@ impl Link {
         }
     }
 
+    /// [`Link::hand_off`], after taking back the settings queued for a
+    /// client that left before they went out (so such a backend is reused
+    /// at once, not drained by a task).
+    pub fn release(&mut self, how: Departure) -> HandOff {
+        self.withdraw_unsent();
+        self.hand_off(how)
+    }
+
     /// The one decision of what becomes of this link now that a client is
     /// done with it.
     pub fn hand_off(&self, how: Departure) -> HandOff {

@@ -120,7 +120,7 @@ impl Link {
 
     /// Takes back settings [`Link::queue_settings`] queued that never went
     /// out: the queue, their expected replies and their ledger values.
-    pub fn withdraw_unsent(&mut self) {
+    pub(super) fn withdraw_unsent(&mut self) {
         let Some(w) = self.withdrawable.take() else {
             return;
         };
@@ -297,9 +297,8 @@ impl Link {
     ) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + drain_timeout;
         let mut how = how;
-        self.withdraw_unsent();
         loop {
-            match self.hand_off(how) {
+            match self.release(how) {
                 HandOff::Reuse => return Ok(()),
                 HandOff::Close(why) => return Err(why),
                 HandOff::Drain => {

@@ -52,11 +52,7 @@ impl Lease {
             return;
         };
         let permit = self.permit.take();
-        // Settings queued for a client that left without a word never went
-        // out: taken back here, the backend is clean at once, not after a
-        // task spawned to settle it.
-        obj.backend.withdraw_unsent();
-        match obj.backend.hand_off(how) {
+        match obj.backend.release(how) {
             HandOff::Close(why) => {
                 discard(obj, &why);
                 return;
