@@ -513,3 +513,75 @@ async fn waiting_clients_are_served_in_arrival_order() {
     }
     assert_eq!(*served.lock().unwrap(), [0, 1, 2, 3, 4]);
 }
+
+/// In transaction pooling a backend given back while clients wait goes
+/// straight to the next one (the pool's shelf). Waiters that give up at
+/// query_wait_timeout meanwhile must not strand one: afterwards the pool
+/// holds its backends idle, counts no waiter, and serves the next client.
+#[tokio::test(flavor = "multi_thread")]
+async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_give_up() {
+    let pg = PgCluster::shared();
+    let role = "pl_shelf";
+    let tables = db_table(
+        pg,
+        "pl_shelf",
+        None,
+        "pool_size = 2\npool_mode = \"transaction\"",
+    );
+    let pooler = Pooler::start(pg, opts(pg, &[role], &tables).query_wait_timeout("300ms"));
+    let url = conninfo(&pooler, role, "pl_shelf");
+    let admin = pg.admin_client().await;
+    // 20 clients over 2 backends, 50 ms a transaction: the tail of the
+    // queue waits about 450 ms, so some give up while backends change hands.
+    let mut tasks = Vec::new();
+    for _ in 0..20 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = connect_ok(&url).await;
+            let mut served = 0;
+            for _ in 0..10 {
+                match c.simple_query("SELECT pg_sleep(0.05)").await {
+                    Ok(_) => served += 1,
+                    Err(e) => {
+                        let code = e.as_db_error().map(|d| d.code().code().to_string());
+                        assert_eq!(code.as_deref(), Some("53300"), "{e}");
+                        return (served, true);
+                    }
+                }
+            }
+            (served, false)
+        }));
+    }
+    let (mut served, mut gave_up) = (0, 0);
+    for t in tasks {
+        let (s, g) = t.await.unwrap();
+        served += s;
+        gave_up += usize::from(g);
+    }
+    assert!(
+        served > 20 && gave_up > 0,
+        "served {served}, gave up {gave_up}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let pools = console_rows(&pooler, role, "SHOW POOLS").await;
+        let row = pools
+            .iter()
+            .find(|r| field(r, "database") == "pl_shelf")
+            .expect("the pool is listed");
+        let counts = ["cl_waiting", "sv_active", "sv_idle"].map(|c| field(row, c).to_string());
+        let pids = backends(&admin, &[role]).await;
+        if counts == ["0", "0", &pids.len().to_string()] && !pids.is_empty() && pids.len() <= 2 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "SHOW POOLS {counts:?} against backends {pids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let next = connect_ok(&url).await;
+    next.simple_query("SELECT 1").await.unwrap();
+    let pid = backend_pid(&next).await;
+    assert!(backends(&admin, &[role]).await.contains(&pid));
+}

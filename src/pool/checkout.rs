@@ -2,15 +2,18 @@
 //! then the reserve), then an idle backend or a new one, all within
 //! `query_wait_timeout` and never while the pool is paused.
 
+use std::future::Future;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 use deadpool::managed::{Object, PoolError, Timeouts};
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::lease::discard;
 use super::limits::Prepaid;
-use super::{BackendManager, Lease, OpenError, Pool};
+use super::{BackendManager, Lease, OpenError, Pool, Tuning};
 use crate::backend::BackendError;
 use crate::registry::ClientEntry;
 
@@ -35,6 +38,9 @@ const IDLE_ONLY: Timeouts = Timeouts {
     create: None,
     recycle: None,
 };
+
+/// A backend, and the place in the pool it is held under.
+type Checkout = (Object<BackendManager>, OwnedSemaphorePermit);
 
 /// What a checkout of [`IDLE_ONLY`] found: a backend that passed the
 /// checkout checks, or `None` (none idle, or none passed: the slow path
@@ -79,44 +85,32 @@ impl Pool {
                 *hint = app_name.map(str::to_string);
             }
         }
-        // One deadline for the whole checkout, fast path included: the
-        // checkout checks may talk to the server (server_check_query, or
-        // opening a backend when a check fails), and a server that stops
-        // answering must not keep a client past query_wait_timeout.
+        // query_wait_timeout bounds the fast path too: the checkout checks
+        // may talk to the server (server_check_query), and a server that
+        // stops answering must not keep a client waiting longer.
         let tuning = self.tuning();
-        let deadline = tokio::time::Instant::now() + tuning.wait_timeout;
         let timed_out = AcquireError::WaitTimeout(tuning.wait_timeout);
-        // Fast path, taken by most transactions in transaction pooling: a
-        // place is free (tokio's fair semaphore has none free while anyone
-        // waits, so this cannot jump the queue) and a backend is idle. The
-        // timer is only registered if the checkout has to wait (tokio polls
-        // the future before its deadline). deadpool's checkout is awaited
-        // here directly: wrapped in an async fn of ours, its state would be
-        // held twice in this future.
         let fast = match self.main.clone().try_acquire_owned() {
-            Ok(permit) if !self.is_paused() && self.inner.status().available > 0 => {
-                match tokio::time::timeout_at(deadline, self.inner.timeout_get(&IDLE_ONLY)).await {
-                    Err(_) => return Err(timed_out),
-                    Ok(got) => idle_backend(got)?.map(|obj| (obj, permit)),
-                }
-            }
+            Ok(permit) if !self.is_paused() => self.idle_now(permit, &tuning).await?,
             _ => None,
         };
         let (mut obj, permit, waited) = match fast {
             Some((obj, permit)) => (obj, permit, Duration::ZERO),
             None => {
-                let started = std::time::Instant::now();
-                let _wait = client.map(ClientEntry::waiting);
-                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let started = Instant::now();
+                let deadline = tokio::time::Instant::from_std(started) + tuning.wait_timeout;
+                let _wait = client.map(|c| c.waiting(started));
+                let queued = Queued::join(self);
                 // Boxed: only a waiting checkout pays for its state, which
                 // would otherwise be part of every transaction's future.
                 let got = tokio::time::timeout_at(deadline, Box::pin(self.checkout())).await;
-                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                drop(queued);
                 match got {
                     Err(_) => return Err(timed_out),
                     Ok(got) => {
-                        let (obj, permit) = got?;
-                        (obj, permit, started.elapsed())
+                        let ((obj, permit), now) = got?;
+                        let now = now.unwrap_or_else(Instant::now);
+                        (obj, permit, now.saturating_duration_since(started))
                     }
                 }
             }
@@ -134,14 +128,72 @@ impl Pool {
         })
     }
 
-    /// A place in the pool, then a backend.
-    async fn checkout(
+    /// The fast path, taken by most transactions in transaction pooling
+    /// when no client waits: with a place already (tokio's fair semaphore
+    /// has none free while anyone waits, so this cannot jump the queue),
+    /// a backend left on the shelf or idle in deadpool. No clock is read
+    /// and no timer registered unless deadpool's checkout has to wait (a
+    /// `server_check_query`); `limit` runs from then. `None`: nothing idle,
+    /// or nothing that passed the checks (the slow path decides).
+    async fn idle_now(
         &self,
-    ) -> Result<(Object<BackendManager>, OwnedSemaphorePermit), AcquireError> {
+        permit: OwnedSemaphorePermit,
+        tuning: &Tuning,
+    ) -> Result<Option<Checkout>, AcquireError> {
+        let limit = tuning.wait_timeout;
+        if let Some((obj, _)) = self.take_shelved(tuning.lifetime) {
+            return Ok(Some((obj, permit)));
+        }
+        if self.inner.status().available == 0 {
+            return Ok(None);
+        }
+        // deadpool's checkout is awaited here directly: wrapped in an async
+        // fn of ours, its state would be held twice.
+        let mut get = std::pin::pin!(self.inner.timeout_get(&IDLE_ONLY));
+        let got = match std::future::poll_fn(|cx| Poll::Ready(get.as_mut().poll(cx))).await {
+            Poll::Ready(got) => got,
+            Poll::Pending => match tokio::time::timeout(limit, get).await {
+                Err(_) => return Err(AcquireError::WaitTimeout(limit)),
+                Ok(got) => got,
+            },
+        };
+        Ok(idle_backend(got)?.map(|obj| (obj, permit)))
+    }
+
+    /// A shelved backend (see [`super::shelf`]) that still passes the
+    /// checkout checks, and when they were made (the clock is read only
+    /// once the shelf had one). Those that fail are closed. Its server's
+    /// fit was checked as it was shelved, and the server cannot change it
+    /// while idle without a word the peek sees.
+    fn take_shelved(&self, lifetime: Duration) -> Option<(Object<BackendManager>, Instant)> {
+        let mut obj = self.shelf.take()?;
+        let now = Instant::now();
+        let manager = self.inner.manager();
+        loop {
+            let why = match manager.close_needed(obj.backend.id()) {
+                true => Some(super::manager::RECONNECTED),
+                false => obj.unfit(lifetime, now),
+            };
+            match why {
+                None => return Some((obj, now)),
+                Some(why) => discard(obj, why),
+            }
+            obj = self.shelf.take()?;
+        }
+    }
+
+    /// A place in the pool, then a backend: the shelf's (with the clock
+    /// reading its checks took), or deadpool's.
+    async fn checkout(&self) -> Result<(Checkout, Option<Instant>), AcquireError> {
         let permit = self.admit().await?;
-        let mut paused = self.paused.subscribe();
-        // Err only if the sender is gone, which cannot happen while `self` lives.
-        let _ = paused.wait_for(|p| !*p).await;
+        if self.is_paused() {
+            let mut paused = self.paused.subscribe();
+            // Err only if the sender is gone, which cannot happen while `self` lives.
+            let _ = paused.wait_for(|p| !*p).await;
+        }
+        if let Some((obj, now)) = self.take_shelved(self.tuning().lifetime) {
+            return Ok(((obj, permit), Some(now)));
+        }
         let timeouts = Timeouts {
             wait: None,
             create: None,
@@ -153,7 +205,7 @@ impl Pool {
             let got = self.inner.timeout_get(&timeouts).await;
             paid.settle(&got);
             let err = match got {
-                Ok(obj) => return Ok((obj, permit)),
+                Ok(obj) => return Ok(((obj, permit), None)),
                 // Opening waits for no shared limit; this client does, then
                 // hands what it took to the backend it opens next.
                 Err(PoolError::Backend(OpenError::Limit)) => {
@@ -199,5 +251,26 @@ impl Pool {
             }
         };
         permit.map_err(|_| AcquireError::Closed)
+    }
+}
+
+/// A checkout counted in [`Pool::waiting`] until it ends, however it
+/// ends: with a backend, a timeout, or dropped by its client's select.
+struct Queued<'p>(&'p Pool);
+
+impl<'p> Queued<'p> {
+    fn join(pool: &'p Pool) -> Queued<'p> {
+        pool.waiting.fetch_add(1, Ordering::Relaxed);
+        Queued(pool)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        // The last waiter gone: a backend shelved for one that left goes
+        // back to deadpool now, not at the next sweep.
+        if self.0.waiting.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.0.shelf.clear();
+        }
     }
 }

@@ -84,7 +84,9 @@ impl Lease {
 }
 
 /// Puts a clean backend back in the pool, idle from now, unless it must
-/// retire ([`Pool::retire_reason`]).
+/// retire ([`Pool::retire_reason`]): on the shelf while a client waits for
+/// one (see [`super::shelf`]), else in deadpool (as `obj` drops), which
+/// closes it instead when a reload shrank the pool below its open backends.
 fn repool(pool: &Pool, mut obj: Object<BackendManager>) {
     let now = Instant::now();
     match pool.retire_reason(&obj, now) {
@@ -93,6 +95,9 @@ fn repool(pool: &Pool, mut obj: Object<BackendManager>) {
             obj.clean = true;
             obj.idle_since = now;
             obj.backend.pooled();
+            if pool.waiting() > 0 && !pool.is_paused() && !pool.over_size() {
+                pool.shelf.put(obj);
+            }
         }
     }
 }

@@ -15,8 +15,9 @@
 //!   semaphore: first come, first served), or, once it has waited
 //!   `reserve_pool_timeout`, one of `reserve_pool_size` extra places; it
 //!   keeps the place until its backend is back in the pool or closed;
-//! - then deadpool gives it an idle backend, or opens one (deadpool's size
-//!   is pool + reserve) within the shared `max_db_connections` and
+//! - then it takes a backend given back while it waited ([`shelf`]), or
+//!   deadpool gives it an idle backend, or opens one (deadpool's size is
+//!   pool + reserve) within the shared `max_db_connections` and
 //!   `max_user_connections` limits ([`limits`]);
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
@@ -32,6 +33,7 @@ mod params;
 mod reconnect;
 mod registry;
 mod servers;
+mod shelf;
 mod tuning;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -101,6 +103,8 @@ pub struct Pool {
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
     paused: watch::Sender<bool>,
+    /// Backends given back while clients wait, for the next in line.
+    shelf: Arc<shelf::Shelf>,
     /// Stops the maintenance task.
     stop: CancellationToken,
 }
@@ -164,9 +168,11 @@ impl Pool {
         let main = Arc::new(Semaphore::new(now.size));
         let paused = watch::channel(false).0;
         let stop = CancellationToken::new();
+        let shelf = Arc::new(shelf::Shelf::default());
         let janitor = janitor::Janitor {
             inner: inner.clone(),
             main: main.clone(),
+            shelf: shelf.clone(),
             paused: paused.subscribe(),
             stop: stop.clone(),
             tuning: tuning.subscribe(),
@@ -180,6 +186,7 @@ impl Pool {
             tuning,
             waiting: AtomicUsize::new(0),
             paused,
+            shelf,
             stop,
         })
     }
@@ -213,6 +220,13 @@ impl Pool {
         }
         obj.past_lifetime(self.tuning().lifetime, now)
             .or_else(|| manager.misfit(&obj.backend))
+    }
+
+    /// True while more backends are open than a reload's smaller size
+    /// allows: deadpool closes those that come back until it fits.
+    fn over_size(&self) -> bool {
+        let s = self.inner.status();
+        s.size > s.max_size
     }
 
     /// Clients waiting for a backend now.
@@ -276,8 +290,9 @@ impl Pool {
         self as *const Pool as usize
     }
 
-    /// Closes the backends sitting idle in the pool.
+    /// Closes the backends sitting idle in the pool (shelved ones too).
     fn close_idle(&self) {
+        self.shelf.clear();
         self.inner.retain(|_, _| false);
     }
 
@@ -285,7 +300,7 @@ impl Pool {
     /// comes on top).
     pub fn status(&self) -> (usize, usize, usize) {
         let s = self.inner.status();
-        (s.size, s.available, self.tuning().size)
+        (s.size, s.available + self.shelf.len(), self.tuning().size)
     }
 
     /// Stops handing out backends, drops the idle ones and ends the
@@ -294,6 +309,7 @@ impl Pool {
         self.stop.cancel();
         self.main.close();
         self.reserve.close();
+        self.shelf.clear();
         self.inner.close();
     }
 }

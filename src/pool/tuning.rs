@@ -145,6 +145,8 @@ impl Pool {
         }
         resize(&self.main, old.size, new.size);
         resize(&self.reserve, old.reserve(), new.reserve());
+        // Shelved backends are idle too: the trim below counts them.
+        self.shelf.clear();
         // Idle backends beyond the new size close here, with the books
         // kept: deadpool's own shrink drops them without `detach`.
         let max = new.size + new.reserve();

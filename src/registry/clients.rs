@@ -494,11 +494,14 @@ impl ClientEntry {
         self.live.id
     }
 
-    /// Records that the client starts waiting for a backend now; the wait
-    /// ends when the returned guard is dropped (got one, gave up, or the
-    /// checkout was cancelled).
-    pub fn waiting(&self) -> Waiting<'_> {
-        let ns = self.registry.epoch.elapsed().as_nanos() as u64 + 1;
+    /// Records that the client started waiting for a backend at `since`
+    /// (the checkout's own clock reading); the wait ends when the returned
+    /// guard is dropped (got one, gave up, or the checkout was cancelled).
+    pub fn waiting(&self, since: Instant) -> Waiting<'_> {
+        let ns = since
+            .saturating_duration_since(self.registry.epoch)
+            .as_nanos() as u64
+            + 1;
         self.live.wait_since.store(ns, Ordering::Relaxed);
         Waiting(self)
     }
@@ -553,7 +556,7 @@ mod tests {
         });
         assert_eq!(r.list()[0].state, ClientState::WaitingForBackend);
         assert_eq!(r.list()[0].wait, None);
-        let waiting = entry.waiting();
+        let waiting = entry.waiting(Instant::now());
         std::thread::sleep(Duration::from_millis(20));
         let wait = r.list()[0].wait.unwrap_or_default();
         assert!(wait >= Duration::from_millis(20), "{wait:?}");
