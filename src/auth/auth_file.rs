@@ -47,7 +47,7 @@ pub enum AuthFileError {
 /// The users and secrets of an auth file.
 #[derive(Default)]
 pub struct AuthFile {
-    users: HashMap<String, Secret>,
+    users: foldhash::HashMap<String, Secret>,
 }
 
 /// One user line of an auth file, checked but with its secret still text.
@@ -101,7 +101,7 @@ impl AuthFile {
     /// Parses userlist.txt text. Plaintext passwords run PBKDF2 once each
     /// (see [`Secret::Plain`]), so call this off the async executor.
     pub fn parse(text: &str) -> Result<AuthFile, AuthFileError> {
-        let mut users = HashMap::new();
+        let mut users = foldhash::HashMap::default();
         for entry in AuthFile::scan(text)? {
             let secret = Secret::parse(&entry.secret).map_err(|e| AuthFileError::Syntax {
                 line: entry.line,

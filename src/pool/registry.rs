@@ -21,7 +21,7 @@ pub struct PoolRegistry {
     pub(super) scram_cache: Arc<SaltedPasswordCache>,
     /// Backend ids, unique across the pools.
     pub(super) backend_ids: Arc<BackendIds>,
-    pools: Mutex<HashMap<PoolKey, Arc<Pool>>>,
+    pools: Mutex<foldhash::HashMap<PoolKey, Arc<Pool>>>,
     /// `max_db_connections`, by database name.
     db_limits: Mutex<HashMap<String, Arc<LimitGroup>>>,
     /// `max_user_connections`, by backend user.

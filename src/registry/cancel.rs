@@ -6,7 +6,6 @@
 //! on its way when the client lets go holds the backend back from the next
 //! client until PostgreSQL confirms it (see `backend::CancelGate`).
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rand::Rng;
@@ -44,7 +43,7 @@ impl CancelSlot {
 /// All live client keys.
 #[derive(Default)]
 pub struct CancelRegistry {
-    keys: Mutex<HashMap<(i32, i32), Arc<CancelSlot>>>,
+    keys: Mutex<foldhash::HashMap<(i32, i32), Arc<CancelSlot>>>,
     /// `listen.instance_id` at start-up, in every secret issued (see [`fleet`]).
     instance: Option<InstanceId>,
 }

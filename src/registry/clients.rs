@@ -8,8 +8,7 @@
 //! no clock), so SHOW CLIENTS `wait` and SHOW POOLS `maxwait` are computed
 //! when they are asked for.
 
-use std::collections::hash_map::RandomState;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -223,9 +222,9 @@ struct Entries {
     by_id: BTreeMap<u64, Arc<Live>>,
     /// Logins by the hash of what they hold (see [`Login`]); a rare
     /// collision shares a bucket.
-    logins: HashMap<u64, Vec<Arc<Login>>>,
-    hasher: RandomState,
-    names: HashSet<Arc<str>>,
+    logins: foldhash::HashMap<u64, Vec<Arc<Login>>>,
+    hasher: foldhash::fast::RandomState,
+    names: foldhash::HashSet<Arc<str>>,
     everyone: u8,
 }
 
