@@ -85,20 +85,26 @@ impl Pool {
                 *hint = app_name.map(str::to_string);
             }
         }
-        // query_wait_timeout bounds the fast path too: the checkout checks
-        // may talk to the server (server_check_query), and a server that
-        // stops answering must not keep a client waiting longer.
+        // One deadline for the whole checkout, fast path included: the
+        // checkout checks may talk to the server (server_check_query), and
+        // a server that stops answering must not keep a client past
+        // query_wait_timeout. Set once something has to wait.
         let tuning = self.tuning();
         let timed_out = AcquireError::WaitTimeout(tuning.wait_timeout);
+        let mut deadline = None;
         let fast = match self.main.clone().try_acquire_owned() {
-            Ok(permit) if !self.is_paused() => self.idle_now(permit, &tuning).await?,
+            Ok(permit) if !self.is_paused() => {
+                self.idle_now(permit, &tuning, &mut deadline).await?
+            }
             _ => None,
         };
         let (mut obj, permit, waited) = match fast {
             Some((obj, permit)) => (obj, permit, Duration::ZERO),
             None => {
                 let started = Instant::now();
-                let deadline = tokio::time::Instant::from_std(started) + tuning.wait_timeout;
+                let deadline = deadline.unwrap_or_else(|| {
+                    tokio::time::Instant::from_std(started) + tuning.wait_timeout
+                });
                 let _wait = client.map(|c| c.waiting(started));
                 let queued = Queued::join(self);
                 // Boxed: only a waiting checkout pays for its state, which
@@ -133,12 +139,14 @@ impl Pool {
     /// has none free while anyone waits, so this cannot jump the queue),
     /// a backend left on the shelf or idle in deadpool. No clock is read
     /// and no timer registered unless deadpool's checkout has to wait (a
-    /// `server_check_query`); `limit` runs from then. `None`: nothing idle,
-    /// or nothing that passed the checks (the slow path decides).
+    /// `server_check_query`); the checkout's `deadline` is set then.
+    /// `None`: nothing idle, or nothing that passed the checks (the slow
+    /// path decides, within the same deadline).
     async fn idle_now(
         &self,
         permit: OwnedSemaphorePermit,
         tuning: &Tuning,
+        deadline: &mut Option<tokio::time::Instant>,
     ) -> Result<Option<Checkout>, AcquireError> {
         let limit = tuning.wait_timeout;
         if let Some((obj, _)) = self.take_shelved(tuning.lifetime) {
@@ -152,10 +160,13 @@ impl Pool {
         let mut get = std::pin::pin!(self.inner.timeout_get(&IDLE_ONLY));
         let got = match std::future::poll_fn(|cx| Poll::Ready(get.as_mut().poll(cx))).await {
             Poll::Ready(got) => got,
-            Poll::Pending => match tokio::time::timeout(limit, get).await {
-                Err(_) => return Err(AcquireError::WaitTimeout(limit)),
-                Ok(got) => got,
-            },
+            Poll::Pending => {
+                let until = *deadline.insert(tokio::time::Instant::now() + limit);
+                match tokio::time::timeout_at(until, get).await {
+                    Err(_) => return Err(AcquireError::WaitTimeout(limit)),
+                    Ok(got) => got,
+                }
+            }
         };
         Ok(idle_backend(got)?.map(|obj| (obj, permit)))
     }
