@@ -585,3 +585,59 @@ async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_g
     let pid = backend_pid(&next).await;
     assert!(backends(&admin, &[role]).await.contains(&pid));
 }
+
+/// A client whose wait for a backend ends by KILL (its checkout dropped,
+/// not timed out) leaves SHOW POOLS' cl_waiting as it found it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiting_client_ended_by_kill_is_no_longer_counted_waiting() {
+    let pg = PgCluster::shared();
+    let role = "pl_killwait";
+    let tables = db_table(
+        pg,
+        "pl_killwait",
+        None,
+        "pool_size = 1\npool_mode = \"transaction\"",
+    );
+    let pooler = Pooler::start(pg, opts(pg, &[role], &tables).query_wait_timeout("30s"));
+    let url = conninfo(&pooler, role, "pl_killwait");
+    let holder = connect_ok(&url).await;
+    holder.simple_query("BEGIN").await.unwrap();
+    holder.simple_query("SELECT 1").await.unwrap();
+    let waiter = connect_ok(&url).await;
+    let waiting = tokio::spawn(async move { waiter.simple_query("SELECT 1").await.is_err() });
+    let cl_waiting = || async {
+        let pools = console_rows(&pooler, role, "SHOW POOLS").await;
+        let row = pools
+            .iter()
+            .find(|r| field(r, "database") == "pl_killwait")
+            .expect("the pool is listed")
+            .clone();
+        field(&row, "cl_waiting").to_string()
+    };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while cl_waiting().await != "1" {
+        assert!(Instant::now() < deadline, "the second client never waited");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let console = connect_ok(&conninfo(&pooler, role, "pgharbor")).await;
+    console.simple_query("KILL pl_killwait").await.unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("KILL did not end the waiting client")
+            .unwrap(),
+        "the waiting client's query succeeded"
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let now = cl_waiting().await;
+        if now == "0" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cl_waiting still {now} after KILL"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
