@@ -109,7 +109,9 @@ impl Pool {
                 let queued = Queued::join(self);
                 // Boxed: only a waiting checkout pays for its state, which
                 // would otherwise be part of every transaction's future.
-                let got = tokio::time::timeout_at(deadline, Box::pin(self.checkout())).await;
+                let got =
+                    tokio::time::timeout_at(deadline, Box::pin(self.checkout(tuning.lifetime)))
+                        .await;
                 drop(queued);
                 match got {
                     Err(_) => return Err(timed_out),
@@ -181,11 +183,7 @@ impl Pool {
         let now = Instant::now();
         let manager = self.inner.manager();
         loop {
-            let why = match manager.close_needed(obj.backend.id()) {
-                true => Some(super::manager::RECONNECTED),
-                false => obj.unfit(lifetime, now),
-            };
-            match why {
+            match manager.refusal(&obj, lifetime, now) {
                 None => return Some((obj, now)),
                 Some(why) => discard(obj, why),
             }
@@ -194,15 +192,18 @@ impl Pool {
     }
 
     /// A place in the pool, then a backend: the shelf's (with the clock
-    /// reading its checks took), or deadpool's.
-    async fn checkout(&self) -> Result<(Checkout, Option<Instant>), AcquireError> {
+    /// reading its checks took, against `lifetime`), or deadpool's.
+    async fn checkout(
+        &self,
+        lifetime: Duration,
+    ) -> Result<(Checkout, Option<Instant>), AcquireError> {
         let permit = self.admit().await?;
         if self.is_paused() {
             let mut paused = self.paused.subscribe();
             // Err only if the sender is gone, which cannot happen while `self` lives.
             let _ = paused.wait_for(|p| !*p).await;
         }
-        if let Some((obj, now)) = self.take_shelved(self.tuning().lifetime) {
+        if let Some((obj, now)) = self.take_shelved(lifetime) {
             return Ok(((obj, permit), Some(now)));
         }
         let timeouts = Timeouts {

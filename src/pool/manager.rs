@@ -121,19 +121,11 @@ impl managed::Manager for BackendManager {
         if !obj.clean {
             return Err(RecycleError::message("backend was not reset cleanly"));
         }
-        if self.close_needed(obj.backend.id()) {
-            tracing::info!(
-                backend = obj.backend.id(),
-                reason = RECONNECTED,
-                "backend closed"
-            );
-            return Err(RecycleError::message(RECONNECTED));
-        }
         let tuning = self.tuning.borrow().clone();
         // One reading of the clock for every check (one costs about as
         // much as the rest of them).
         let now = Instant::now();
-        if let Some(why) = obj.unfit(tuning.lifetime, now) {
+        if let Some(why) = self.refusal(obj, tuning.lifetime, now) {
             tracing::info!(backend = obj.backend.id(), reason = why, "backend closed");
             return Err(RecycleError::message(why));
         }
@@ -184,6 +176,21 @@ impl BackendManager {
 pub(super) const RECONNECTED: &str = "RECONNECT";
 
 impl BackendManager {
+    /// Why an idle backend must not be handed out as of `now`: RECONNECT
+    /// marked it, or [`Pooled::unfit`]. deadpool's recycle and the shelf
+    /// (see [`super::shelf`]) both ask.
+    pub(super) fn refusal(
+        &self,
+        obj: &Pooled,
+        lifetime: Duration,
+        now: Instant,
+    ) -> Option<&'static str> {
+        if self.close_needed(obj.backend.id()) {
+            return Some(RECONNECTED);
+        }
+        obj.unfit(lifetime, now)
+    }
+
     /// True when RECONNECT marked backend `id` to be closed at its release.
     pub(super) fn close_needed(&self, id: u64) -> bool {
         id <= self.reconnect_upto.load(Ordering::Relaxed)
