@@ -135,6 +135,26 @@ async fn console_rows(pooler: &Pooler, role: &str, sql: &str) -> Vec<Vec<(String
     rows
 }
 
+/// A pooler with one database named after `role`, in transaction pooling
+/// over `size` backends with `query_wait_timeout` `wait`, and `role`'s
+/// conninfo for it.
+fn txn_pool(pg: &PgCluster, role: &str, size: usize, wait: &str) -> (Pooler, String) {
+    let keys = format!("pool_size = {size}\npool_mode = \"transaction\"");
+    let tables = db_table(pg, role, None, &keys);
+    let pooler = Pooler::start(pg, opts(pg, &[role], &tables).query_wait_timeout(wait));
+    let url = conninfo(&pooler, role, role);
+    (pooler, url)
+}
+
+/// SHOW POOLS' row of the database named after `role` (see [`txn_pool`]).
+async fn pool_row(pooler: &Pooler, role: &str) -> Vec<(String, String)> {
+    console_rows(pooler, role, "SHOW POOLS")
+        .await
+        .into_iter()
+        .find(|r| field(r, "database") == role)
+        .expect("the pool is listed")
+}
+
 fn field<'a>(row: &'a [(String, String)], column: &str) -> &'a str {
     row.iter()
         .find(|(c, _)| c == column)
@@ -522,14 +542,7 @@ async fn waiting_clients_are_served_in_arrival_order() {
 async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_give_up() {
     let pg = PgCluster::shared();
     let role = "pl_shelf";
-    let tables = db_table(
-        pg,
-        "pl_shelf",
-        None,
-        "pool_size = 2\npool_mode = \"transaction\"",
-    );
-    let pooler = Pooler::start(pg, opts(pg, &[role], &tables).query_wait_timeout("300ms"));
-    let url = conninfo(&pooler, role, "pl_shelf");
+    let (pooler, url) = txn_pool(pg, role, 2, "300ms");
     let admin = pg.admin_client().await;
     // 20 clients over 2 backends, 50 ms a transaction: the tail of the
     // queue waits about 450 ms, so some give up while backends change hands.
@@ -564,12 +577,8 @@ async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_g
     );
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        let pools = console_rows(&pooler, role, "SHOW POOLS").await;
-        let row = pools
-            .iter()
-            .find(|r| field(r, "database") == "pl_shelf")
-            .expect("the pool is listed");
-        let counts = ["cl_waiting", "sv_active", "sv_idle"].map(|c| field(row, c).to_string());
+        let row = pool_row(&pooler, role).await;
+        let counts = ["cl_waiting", "sv_active", "sv_idle"].map(|c| field(&row, c).to_string());
         let pids = backends(&admin, &[role]).await;
         if counts == ["0", "0", &pids.len().to_string()] && !pids.is_empty() && pids.len() <= 2 {
             break;
@@ -592,28 +601,13 @@ async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_g
 async fn a_waiting_client_ended_by_kill_is_no_longer_counted_waiting() {
     let pg = PgCluster::shared();
     let role = "pl_killwait";
-    let tables = db_table(
-        pg,
-        "pl_killwait",
-        None,
-        "pool_size = 1\npool_mode = \"transaction\"",
-    );
-    let pooler = Pooler::start(pg, opts(pg, &[role], &tables).query_wait_timeout("30s"));
-    let url = conninfo(&pooler, role, "pl_killwait");
+    let (pooler, url) = txn_pool(pg, role, 1, "30s");
     let holder = connect_ok(&url).await;
     holder.simple_query("BEGIN").await.unwrap();
     holder.simple_query("SELECT 1").await.unwrap();
     let waiter = connect_ok(&url).await;
     let waiting = tokio::spawn(async move { waiter.simple_query("SELECT 1").await.is_err() });
-    let cl_waiting = || async {
-        let pools = console_rows(&pooler, role, "SHOW POOLS").await;
-        let row = pools
-            .iter()
-            .find(|r| field(r, "database") == "pl_killwait")
-            .expect("the pool is listed")
-            .clone();
-        field(&row, "cl_waiting").to_string()
-    };
+    let cl_waiting = || async { field(&pool_row(&pooler, role).await, "cl_waiting").to_string() };
     let deadline = Instant::now() + Duration::from_secs(5);
     while cl_waiting().await != "1" {
         assert!(Instant::now() < deadline, "the second client never waited");
