@@ -535,9 +535,10 @@ async fn waiting_clients_are_served_in_arrival_order() {
 }
 
 /// In transaction pooling a backend given back while clients wait goes
-/// straight to the next one (the pool's shelf). Waiters that give up at
-/// query_wait_timeout meanwhile must not strand one: afterwards the pool
-/// holds its backends idle, counts no waiter, and serves the next client.
+/// straight to the next one, with its place (the pool's hand-over).
+/// Waiters that give up at query_wait_timeout meanwhile must not strand
+/// one: afterwards the pool holds its backends idle, counts no waiter, and
+/// serves the next client.
 #[tokio::test(flavor = "multi_thread")]
 async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_give_up() {
     let pg = PgCluster::shared();
@@ -593,6 +594,72 @@ async fn backends_handed_between_waiting_clients_stay_in_the_pool_when_waiters_g
     next.simple_query("SELECT 1").await.unwrap();
     let pid = backend_pid(&next).await;
     assert!(backends(&admin, &[role]).await.contains(&pid));
+}
+
+/// A reload that shrinks a transaction pool while clients queue for it:
+/// places come back to the pool's semaphore, not to the next client in
+/// line, until the smaller size holds. Had backends kept changing hands,
+/// the clients that got a place freed by a closing backend would wait in
+/// deadpool for a backend that never comes back there, and give up at
+/// query_wait_timeout. Every client is served, and the pool settles at
+/// the new size under the same load.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transaction_pool_shrunk_by_a_reload_while_clients_queue_serves_them_all() {
+    let pg = PgCluster::shared();
+    let role = "pl_shrink";
+    let (pooler, url) = txn_pool(pg, role, 4, "3s");
+    let admin = pg.admin_client().await;
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let url = url.clone();
+        tasks.push(tokio::spawn(async move {
+            let c = connect_ok(&url).await;
+            let mut served = 0;
+            while Instant::now() < until {
+                if let Err(e) = c.simple_query("SELECT pg_sleep(0.01)").await {
+                    let why = e.as_db_error().map(|d| d.message().to_string());
+                    return Err(format!("after {served} transactions: {e} {why:?}"));
+                }
+                served += 1;
+            }
+            Ok(served)
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(backends(&admin, &[role]).await.len(), 4, "the pool is full");
+    let path = pooler.config_path();
+    let text = std::fs::read_to_string(path).unwrap();
+    let changed = text.replace("pool_size = 4\n", "pool_size = 2\n");
+    assert_ne!(text, changed);
+    std::fs::write(path, changed).unwrap();
+    pooler.signal(libc::SIGHUP);
+    assert!(
+        pooler.wait_for_log("pool_size 4 -> 2", 1, Duration::from_secs(5)),
+        "{}",
+        pooler.log_text()
+    );
+    // Settled well before the load ends: the new size holds under it.
+    let settled = Instant::now() + Duration::from_millis(1500);
+    let mut sizes = Vec::new();
+    while Instant::now() < until - Duration::from_millis(300) {
+        if Instant::now() > settled {
+            sizes.push(backends(&admin, &[role]).await.len());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut served = 0;
+    for t in tasks {
+        served += t
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("a client failed {e}"));
+    }
+    assert!(served > 100, "served {served}");
+    assert!(
+        !sizes.is_empty() && sizes.iter().all(|&n| n <= 2),
+        "backends under load after the reload: {sizes:?}"
+    );
 }
 
 /// A client whose wait for a backend ends by KILL (its checkout dropped,

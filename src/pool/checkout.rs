@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use deadpool::managed::{Object, PoolError, Timeouts};
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::lease::discard;
 use super::limits::Prepaid;
+use super::waiters::{Handed, Turn};
 use super::{BackendManager, Lease, OpenError, Pool, Tuning};
 use crate::backend::BackendError;
 use crate::registry::ClientEntry;
@@ -106,21 +106,9 @@ impl Pool {
                     tokio::time::Instant::from_std(started) + tuning.wait_timeout
                 });
                 let _wait = client.map(|c| c.waiting(started));
-                let queued = Queued::join(self);
-                // Boxed: only a waiting checkout pays for its state, which
-                // would otherwise be part of every transaction's future.
-                let got =
-                    tokio::time::timeout_at(deadline, Box::pin(self.checkout(tuning.lifetime)))
-                        .await;
-                drop(queued);
-                match got {
-                    Err(_) => return Err(timed_out),
-                    Ok(got) => {
-                        let ((obj, permit), now) = got?;
-                        let now = now.unwrap_or_else(Instant::now);
-                        (obj, permit, now.saturating_duration_since(started))
-                    }
-                }
+                let ((obj, permit), now) = self.wait_turn(deadline).await?.ok_or(timed_out)?;
+                let now = now.unwrap_or_else(Instant::now);
+                (obj, permit, now.saturating_duration_since(started))
             }
         };
         obj.clean = false;
@@ -139,8 +127,8 @@ impl Pool {
     /// The fast path, taken by most transactions in transaction pooling
     /// when no client waits: with a place already (tokio's fair semaphore
     /// has none free while anyone waits, so this cannot jump the queue),
-    /// a backend left on the shelf or idle in deadpool. No clock is read
-    /// and no timer registered unless deadpool's checkout has to wait (a
+    /// a backend idle in deadpool. No clock is read and no timer
+    /// registered unless deadpool's checkout has to wait (a
     /// `server_check_query`); the checkout's `deadline` is set then.
     /// `None`: nothing idle, or nothing that passed the checks (the slow
     /// path decides, within the same deadline).
@@ -151,9 +139,6 @@ impl Pool {
         deadline: &mut Option<tokio::time::Instant>,
     ) -> Result<Option<Checkout>, AcquireError> {
         let limit = tuning.wait_timeout;
-        if let Some((obj, _)) = self.take_shelved(tuning.lifetime) {
-            return Ok(Some((obj, permit)));
-        }
         if self.inner.status().available == 0 {
             return Ok(None);
         }
@@ -173,38 +158,52 @@ impl Pool {
         Ok(idle_backend(got)?.map(|obj| (obj, permit)))
     }
 
-    /// A shelved backend (see [`super::shelf`]) that still passes the
-    /// checkout checks, and when they were made (the clock is read only
-    /// once the shelf had one). Those that fail are closed. Its server's
-    /// fit was checked as it was shelved, and the server cannot change it
-    /// while idle without a word the peek sees.
-    fn take_shelved(&self, lifetime: Duration) -> Option<(Object<BackendManager>, Instant)> {
-        let mut obj = self.shelf.take()?;
-        let now = Instant::now();
-        let manager = self.inner.manager();
-        loop {
-            match manager.refusal(&obj, lifetime, now) {
-                None => return Some((obj, now)),
-                Some(why) => discard(obj, why),
-            }
-            obj = self.shelf.take()?;
+    /// A waiting checkout, until `deadline` (`None`: it passed): in the
+    /// queue of clients a backend given back is handed to (see
+    /// [`super::waiters`], which also keeps the deadline) and in the
+    /// semaphore's, the same order in both, until either serves it. With a
+    /// backend handed over comes the clock reading of its checks.
+    async fn wait_turn(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> Result<Option<(Checkout, Option<Instant>)>, AcquireError> {
+        let Queued {
+            count: _count,
+            mut turn,
+        } = Queued::join(self, deadline);
+        let mut admit = std::pin::pin!(self.admit());
+        let permit = tokio::select! {
+            biased;
+            t = &mut turn => match t {
+                Ok(Turn::Handed((obj, permit, now))) => return Ok(Some(((obj, permit), Some(now)))),
+                Ok(Turn::Expired) => return Ok(None),
+                // Out of the queue (it was cleared): a timer of its own.
+                Err(_) => match tokio::time::timeout_at(deadline, admit).await {
+                    Ok(permit) => permit?,
+                    Err(_) => return Ok(None),
+                },
+            },
+            permit = &mut admit => permit?,
+        };
+        // Served by a freed place: a backend handed over from now on goes
+        // to the next client in line.
+        drop(turn);
+        // Boxed: only a checkout that found no backend handed over pays for
+        // deadpool's state, which would otherwise be part of every
+        // transaction's future. Out of the queue, its deadline is its own.
+        match tokio::time::timeout_at(deadline, Box::pin(self.checkout(permit))).await {
+            Ok(checkout) => Ok(Some((checkout?, None))),
+            Err(_) => Ok(None),
         }
     }
 
-    /// A place in the pool, then a backend: the shelf's (with the clock
-    /// reading its checks took, against `lifetime`), or deadpool's.
-    async fn checkout(
-        &self,
-        lifetime: Duration,
-    ) -> Result<(Checkout, Option<Instant>), AcquireError> {
-        let permit = self.admit().await?;
+    /// A backend for the holder of a place (`permit`): one idle in
+    /// deadpool, or a new one (not while the pool is paused).
+    async fn checkout(&self, permit: OwnedSemaphorePermit) -> Result<Checkout, AcquireError> {
         if self.is_paused() {
             let mut paused = self.paused.subscribe();
             // Err only if the sender is gone, which cannot happen while `self` lives.
             let _ = paused.wait_for(|p| !*p).await;
-        }
-        if let Some((obj, now)) = self.take_shelved(lifetime) {
-            return Ok(((obj, permit), Some(now)));
         }
         let timeouts = Timeouts {
             wait: None,
@@ -217,7 +216,7 @@ impl Pool {
             let got = self.inner.timeout_get(&timeouts).await;
             paid.settle(&got);
             let err = match got {
-                Ok(obj) => return Ok(((obj, permit), None)),
+                Ok(obj) => return Ok((obj, permit)),
                 // Opening waits for no shared limit; this client does, then
                 // hands what it took to the backend it opens next.
                 Err(PoolError::Backend(OpenError::Limit)) => {
@@ -266,23 +265,34 @@ impl Pool {
     }
 }
 
-/// A checkout counted in [`Pool::waiting`] until it ends, however it
-/// ends: with a backend, a timeout, or dropped by its client's select.
-struct Queued<'p>(&'p Pool);
+/// A waiting checkout: counted in [`Pool::waiting`] until it ends, however
+/// it ends (with a backend, a timeout, or dropped by its client's select),
+/// and in the queue backends are handed over to.
+struct Queued<'p> {
+    count: Counted<'p>,
+    turn: tokio::sync::oneshot::Receiver<Turn<Handed>>,
+}
 
 impl<'p> Queued<'p> {
-    fn join(pool: &'p Pool) -> Queued<'p> {
+    fn join(pool: &'p Pool, deadline: tokio::time::Instant) -> Queued<'p> {
+        // Counted first: a backend given back sees the waiter before it is queued.
         pool.waiting.fetch_add(1, Ordering::Relaxed);
-        Queued(pool)
+        let count = Counted(pool);
+        Queued {
+            count,
+            turn: pool.waiters.join(deadline),
+        }
     }
 }
 
-impl Drop for Queued<'_> {
+/// One client in [`Pool::waiting`].
+struct Counted<'p>(&'p Pool);
+
+impl Drop for Counted<'_> {
     fn drop(&mut self) {
-        // The last waiter gone: a backend shelved for one that left goes
-        // back to deadpool now, not at the next sweep.
+        // The last waiter gone: the queue holds only ended waiters now.
         if self.0.waiting.fetch_sub(1, Ordering::Relaxed) == 1 {
-            self.0.shelf.clear();
+            self.0.waiters.clear();
         }
     }
 }

@@ -13,7 +13,6 @@ use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::manager::{close_idle, BackendManager, OpenError};
-use super::shelf::Shelf;
 use super::tuning::Tuning;
 use crate::backend::BackendError;
 
@@ -32,9 +31,6 @@ pub(super) struct Janitor {
     /// The pool's `pool_size` permits: filling takes one per backend it
     /// holds, without queueing, so it never overtakes a waiting client.
     pub main: Arc<Semaphore>,
-    /// Backends shelved for a client that may have left: each sweep gives
-    /// them back to deadpool, where it checks them.
-    pub shelf: Arc<Shelf>,
     pub paused: watch::Receiver<bool>,
     pub stop: CancellationToken,
     /// The pool's settings, read afresh each sweep (a reload changes them).
@@ -64,7 +60,6 @@ impl Janitor {
                 continue;
             }
             let tuning = self.tuning.borrow().clone();
-            self.shelf.clear();
             self.sweep(&tuning);
             let min_size = tuning.min_size.min(tuning.size);
             if min_size == 0 || Instant::now() < next_fill {

@@ -58,10 +58,7 @@ impl Lease {
                 return;
             }
             HandOff::Reuse => {
-                // The backend goes back before the place in the pool does,
-                // so whoever gets the place finds it idle.
-                repool(&self.pool, obj);
-                drop(permit);
+                repool(&self.pool, obj, permit);
                 return;
             }
             HandOff::Drain | HandOff::Reset => {}
@@ -75,30 +72,45 @@ impl Lease {
                 .settle(how, tuning.drain_timeout, &tuning.reset_query)
                 .await;
             match settled {
-                Ok(()) => repool(&pool, obj),
+                Ok(()) => repool(&pool, obj, permit),
                 Err(why) => discard(obj, &why),
             }
-            drop(permit);
         });
     }
 }
 
 /// Puts a clean backend back in the pool, idle from now, unless it must
-/// retire ([`Pool::retire_reason`]): on the shelf while a client waits for
-/// one (see [`super::shelf`]), else in deadpool (as `obj` drops), which
-/// closes it instead when a reload shrank the pool below its open backends.
-fn repool(pool: &Pool, mut obj: Object<BackendManager>) {
+/// retire ([`Pool::retire_reason`]): handed over with its place to the
+/// first client waiting (see [`super::waiters`]), else in deadpool (as
+/// `obj` drops), which closes it instead when a reload shrank the pool
+/// below its open backends. The backend goes back before its place does,
+/// so whoever gets the place finds it idle.
+fn repool(pool: &Pool, mut obj: Object<BackendManager>, permit: Option<OwnedSemaphorePermit>) {
     let now = Instant::now();
-    match pool.retire_reason(&obj, now) {
-        Some(why) => discard(obj, why),
-        None => {
-            obj.clean = true;
-            obj.idle_since = now;
-            obj.backend.pooled();
-            if pool.waiting() > 0 && !pool.is_paused() && !pool.over_size() {
-                pool.shelf.put(obj);
-            }
-        }
+    if let Some(why) = pool.retire_reason(&obj, now) {
+        discard(obj, why);
+        return;
+    }
+    obj.clean = true;
+    obj.idle_since = now;
+    obj.backend.pooled();
+    let Some(permit) = permit else { return };
+    if !pool.hands_over(&permit) {
+        drop(obj);
+        return;
+    }
+    // The checks deadpool's recycle would make as the waiter took it.
+    if let Some(why) = pool
+        .inner
+        .manager()
+        .refusal(&obj, pool.tuning().lifetime, now)
+    {
+        discard(obj, why);
+        return;
+    }
+    if let Some((obj, permit, _)) = pool.waiters.hand((obj, permit, now)) {
+        drop(obj);
+        drop(permit);
     }
 }
 

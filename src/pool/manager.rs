@@ -177,8 +177,8 @@ pub(super) const RECONNECTED: &str = "RECONNECT";
 
 impl BackendManager {
     /// Why an idle backend must not be handed out as of `now`: RECONNECT
-    /// marked it, or [`Pooled::unfit`]. deadpool's recycle and the shelf
-    /// (see [`super::shelf`]) both ask.
+    /// marked it, or [`Pooled::unfit`]. deadpool's recycle and a hand-over
+    /// to a waiting client (see [`super::waiters`]) both ask.
     pub(super) fn refusal(
         &self,
         obj: &Pooled,

@@ -15,9 +15,10 @@
 //!   semaphore: first come, first served), or, once it has waited
 //!   `reserve_pool_timeout`, one of `reserve_pool_size` extra places; it
 //!   keeps the place until its backend is back in the pool or closed;
-//! - then it takes a backend given back while it waited ([`shelf`]), or
-//!   deadpool gives it an idle backend, or opens one (deadpool's size is
-//!   pool + reserve) within the shared `max_db_connections` and
+//! - a backend given back while clients wait goes straight to the first of
+//!   them with its place ([`waiters`]); otherwise the client with a place
+//!   gets an idle backend from deadpool, or deadpool opens one (deadpool's
+//!   size is pool + reserve) within the shared `max_db_connections` and
 //!   `max_user_connections` limits ([`limits`]);
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
@@ -33,8 +34,8 @@ mod params;
 mod reconnect;
 mod registry;
 mod servers;
-mod shelf;
 mod tuning;
+mod waiters;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -94,6 +95,9 @@ pub struct Pool {
     inner: managed::Pool<BackendManager>,
     /// One permit per `pool_size` backend a client may hold.
     main: Arc<Semaphore>,
+    /// Places a reload's smaller `pool_size` has yet to take back from
+    /// their holders (see `tuning::resize`): none is handed over meanwhile.
+    main_owed: Arc<AtomicUsize>,
     /// One permit per reserve backend; only after `reserve_timeout`.
     reserve: Arc<Semaphore>,
     /// The settings in force; a reload sends new ones ([`Pool::retune`]),
@@ -103,8 +107,8 @@ pub struct Pool {
     waiting: AtomicUsize,
     /// True while PAUSEd: no backend is handed out.
     paused: watch::Sender<bool>,
-    /// Backends given back while clients wait, for the next in line.
-    shelf: Arc<shelf::Shelf>,
+    /// The clients waiting, to whom backends given back are handed over.
+    waiters: Arc<waiters::Waiters<waiters::Handed>>,
     /// Stops the maintenance task.
     stop: CancellationToken,
 }
@@ -168,25 +172,26 @@ impl Pool {
         let main = Arc::new(Semaphore::new(now.size));
         let paused = watch::channel(false).0;
         let stop = CancellationToken::new();
-        let shelf = Arc::new(shelf::Shelf::default());
         let janitor = janitor::Janitor {
             inner: inner.clone(),
             main: main.clone(),
-            shelf: shelf.clone(),
             paused: paused.subscribe(),
             stop: stop.clone(),
             tuning: tuning.subscribe(),
         };
         tokio::spawn(janitor.run());
+        let waiters = Arc::new(waiters::Waiters::<waiters::Handed>::default());
+        tokio::spawn(waiters.clone().watch(stop.clone()));
         Ok(Pool {
             key,
             inner,
             main,
+            main_owed: Arc::default(),
             reserve: Arc::new(Semaphore::new(now.reserve())),
             tuning,
             waiting: AtomicUsize::new(0),
             paused,
-            shelf,
+            waiters,
             stop,
         })
     }
@@ -227,6 +232,19 @@ impl Pool {
     fn over_size(&self) -> bool {
         let s = self.inner.status();
         s.size > s.max_size
+    }
+
+    /// True when a backend coming back under `permit` goes straight to a
+    /// waiting client (see [`waiters`]): clients wait, the place is one of
+    /// the pool's `pool_size` (a reserve place goes back to the reserve),
+    /// and the pool is not paused, nor over or shrinking to a reload's
+    /// smaller size.
+    fn hands_over(&self, permit: &tokio::sync::OwnedSemaphorePermit) -> bool {
+        self.waiting() > 0
+            && Arc::ptr_eq(permit.semaphore(), &self.main)
+            && !self.is_paused()
+            && self.main_owed.load(Ordering::Relaxed) == 0
+            && !self.over_size()
     }
 
     /// Clients waiting for a backend now.
@@ -290,9 +308,8 @@ impl Pool {
         self as *const Pool as usize
     }
 
-    /// Closes the backends sitting idle in the pool (shelved ones too).
+    /// Closes the backends sitting idle in the pool.
     fn close_idle(&self) {
-        self.shelf.clear();
         self.inner.retain(|_, _| false);
     }
 
@@ -300,7 +317,7 @@ impl Pool {
     /// comes on top).
     pub fn status(&self) -> (usize, usize, usize) {
         let s = self.inner.status();
-        (s.size, s.available + self.shelf.len(), self.tuning().size)
+        (s.size, s.available, self.tuning().size)
     }
 
     /// Stops handing out backends, drops the idle ones and ends the
@@ -309,7 +326,7 @@ impl Pool {
         self.stop.cancel();
         self.main.close();
         self.reserve.close();
-        self.shelf.clear();
+        self.waiters.clear();
         self.inner.close();
     }
 }

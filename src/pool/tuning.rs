@@ -6,6 +6,7 @@
 //! applies. A smaller size takes effect as backends come back: no client
 //! loses the backend it holds.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -143,10 +144,8 @@ impl Pool {
         if changes.is_empty() {
             return changes;
         }
-        resize(&self.main, old.size, new.size);
-        resize(&self.reserve, old.reserve(), new.reserve());
-        // Shelved backends are idle too: the trim below counts them.
-        self.shelf.clear();
+        resize(&self.main, old.size, new.size, Some(&self.main_owed));
+        resize(&self.reserve, old.reserve(), new.reserve(), None);
         // Idle backends beyond the new size close here, with the books
         // kept: deadpool's own shrink drops them without `detach`.
         let max = new.size + new.reserve();
@@ -169,13 +168,19 @@ impl Pool {
 /// permits at once (waiters get them in order); shrinking forgets the free
 /// ones now and takes the rest as holders give them back, queueing like
 /// any client, so the new limit holds from then on and nobody is cut off.
-pub(super) fn resize(permits: &Arc<Semaphore>, old: usize, new: usize) {
+/// `owed` counts the permits still to be taken back meanwhile.
+pub(super) fn resize(
+    permits: &Arc<Semaphore>,
+    old: usize,
+    new: usize,
+    owed: Option<&Arc<AtomicUsize>>,
+) {
     if new > old {
         permits.add_permits(new - old);
         return;
     }
-    let owed = old - new;
-    let later = owed - permits.forget_permits(owed);
+    let owed_now = old - new;
+    let later = owed_now - permits.forget_permits(owed_now);
     if later == 0 {
         return;
     }
@@ -183,10 +188,17 @@ pub(super) fn resize(permits: &Arc<Semaphore>, old: usize, new: usize) {
         return;
     };
     let permits = permits.clone();
+    let owed = owed.cloned();
+    if let Some(o) = &owed {
+        o.fetch_add(later, Ordering::Relaxed);
+    }
     tokio::spawn(async move {
         // Err only once the pool is closed, when the count no longer matters.
         if let Ok(p) = permits.acquire_many_owned(n).await {
             p.forget();
+        }
+        if let Some(o) = owed {
+            o.fetch_sub(later, Ordering::Relaxed);
         }
     });
 }
@@ -200,16 +212,16 @@ mod tests {
         let s = Arc::new(Semaphore::new(2));
         let a = s.clone().acquire_owned().await.unwrap();
         let b = s.clone().acquire_owned().await.unwrap();
-        resize(&s, 2, 1);
+        resize(&s, 2, 1, None);
         drop(a);
         tokio::task::yield_now().await;
         tokio::task::yield_now().await;
         assert_eq!(s.available_permits(), 0, "the returned permit was taken");
         drop(b);
         assert_eq!(s.available_permits(), 1);
-        resize(&s, 1, 3);
+        resize(&s, 1, 3, None);
         assert_eq!(s.available_permits(), 3);
-        resize(&s, 3, 1);
+        resize(&s, 3, 1, None);
         assert_eq!(s.available_permits(), 1);
     }
 
