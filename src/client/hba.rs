@@ -75,7 +75,7 @@ pub(super) fn choose(
         Method::ScramSha256 => Exchange::ScramSha256,
         Method::Password => Exchange::Password,
         Method::Peer => {
-            peer(rules, rule, stream, user)?;
+            peer(rules, rule, (stream, ctx.accepted_at), user)?;
             Exchange::Peer
         }
         Method::Cert => {
@@ -94,8 +94,15 @@ fn refused(code: &'static str, message: &str) -> ClientError {
 
 /// `peer`: the OS user of the process at the other end of the socket
 /// (SO_PEERCRED), mapped by the rule's `map=` (or equal to `user`), as
-/// PostgreSQL's `auth_peer`. No password, no cryptography.
-fn peer(rules: &Hba, rule: &Rule, stream: &Stream, user: &str) -> Result<(), ClientError> {
+/// PostgreSQL's `auth_peer`. No password, no cryptography. The uid's name
+/// is looked up as of the connection's accept (`at`), through the rules'
+/// cache ([`hba::OsNames`]).
+fn peer(
+    rules: &Hba,
+    rule: &Rule,
+    (stream, at): (&Stream, std::time::Instant),
+    user: &str,
+) -> Result<(), ClientError> {
     let failed = || {
         ClientError::Refused(PgError::fatal(
             "28000",
@@ -111,7 +118,7 @@ fn peer(rules: &Hba, rule: &Rule, stream: &Stream, user: &str) -> Result<(), Cli
         // The parser allows peer on local lines only.
         None => return Err(failed()),
     };
-    let Some(system_user) = user_name(uid) else {
+    let Some(system_user) = rules.os_names().name(uid, at, user_name) else {
         tracing::info!(uid, "could not look up local user ID");
         return Err(failed());
     };

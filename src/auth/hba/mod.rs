@@ -57,6 +57,7 @@
 
 mod ident;
 mod matcher;
+mod os_names;
 mod parse;
 mod rule;
 pub mod tokens;
@@ -79,6 +80,7 @@ use std::sync::Arc;
 
 pub use ident::{ident_allows, IdentLine, IdentMaps, IdentPgUser, IdentSystemUser};
 pub use matcher::{ConnFacts, HbaRefusal, Interface, Interfaces, SystemInterfaces, Transport};
+pub use os_names::OsNames;
 pub use rule::{Address, ClientCert, ConnType, DatabaseMatch, Method, NameRegex, Rule, UserMatch};
 
 /// A bad line (or a file that cannot be read), located as `pgharbor check`
@@ -197,6 +199,8 @@ pub struct Hba {
     rules: Vec<Rule>,
     ident: Option<IdentMaps>,
     interfaces: Arc<dyn Interfaces>,
+    /// The OS user names peer logins looked up under these rules.
+    os_names: Arc<OsNames>,
 }
 
 impl std::fmt::Debug for Hba {
@@ -244,6 +248,7 @@ impl Hba {
             rules,
             ident,
             interfaces: Arc::new(SystemInterfaces),
+            os_names: Arc::default(),
         })
     }
 
@@ -251,6 +256,11 @@ impl Hba {
     pub fn with_interfaces(mut self, interfaces: Arc<dyn Interfaces>) -> Hba {
         self.interfaces = interfaces;
         self
+    }
+
+    /// The OS user names of peer logins' uids (see [`OsNames`]).
+    pub fn os_names(&self) -> &OsNames {
+        &self.os_names
     }
 
     /// The rules, in file order.
