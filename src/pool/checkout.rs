@@ -12,7 +12,8 @@ use deadpool::managed::{Object, PoolError, Timeouts};
 use tokio::sync::OwnedSemaphorePermit;
 
 use super::limits::Prepaid;
-use super::waiters::{Handed, Turn};
+use super::shelf::Ticket;
+use super::waiters::Turn;
 use super::{BackendManager, Lease, OpenError, Pool, Tuning};
 use crate::backend::BackendError;
 use crate::registry::ClientEntry;
@@ -175,7 +176,10 @@ impl Pool {
         let permit = tokio::select! {
             biased;
             t = &mut turn => match t {
-                Ok(Turn::Handed((obj, permit, now))) => return Ok(Some(((obj, permit), Some(now)))),
+                Ok(Turn::Handed(ticket)) => {
+                    let (obj, permit, at) = ticket.claim().ok_or(AcquireError::Closed)?;
+                    return Ok(Some(((obj, permit), Some(at))));
+                }
                 Ok(Turn::Expired) => return Ok(None),
                 // Out of the queue (it was cleared): a timer of its own.
                 Err(_) => match tokio::time::timeout_at(deadline, admit).await {
@@ -270,7 +274,7 @@ impl Pool {
 /// and in the queue backends are handed over to.
 struct Queued<'p> {
     count: Counted<'p>,
-    turn: tokio::sync::oneshot::Receiver<Turn<Handed>>,
+    turn: tokio::sync::oneshot::Receiver<Turn<Ticket>>,
 }
 
 impl<'p> Queued<'p> {

@@ -80,8 +80,9 @@ impl Lease {
 }
 
 /// Puts a clean backend back in the pool, idle from now, unless it must
-/// retire ([`Pool::retire_reason`]): handed over with its place to the
-/// first client waiting (see [`super::waiters`]), else in deadpool (as
+/// retire ([`Pool::retire_reason`]): on the shelf, with a ticket for it and
+/// its place handed to the first client waiting (see [`super::waiters`]
+/// and [`super::shelf`]), else in deadpool (as
 /// `obj` drops), which closes it instead when a reload shrank the pool
 /// below its open backends. The backend goes back before its place does,
 /// so whoever gets the place finds it idle.
@@ -108,10 +109,9 @@ fn repool(pool: &Pool, mut obj: Object<BackendManager>, permit: Option<OwnedSema
         discard(obj, why);
         return;
     }
-    if let Some((obj, permit, _)) = pool.waiters.hand((obj, permit, now)) {
-        drop(obj);
-        drop(permit);
-    }
+    // Nobody waits any more: the ticket gives the backend back as it drops.
+    let ticket = pool.shelf.put(obj, permit, now);
+    drop(pool.waiters.hand(ticket));
 }
 
 /// Closes a backend for good instead of pooling it.

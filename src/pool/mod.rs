@@ -34,6 +34,7 @@ mod params;
 mod reconnect;
 mod registry;
 mod servers;
+mod shelf;
 mod tuning;
 mod waiters;
 
@@ -108,7 +109,9 @@ pub struct Pool {
     /// True while PAUSEd: no backend is handed out.
     paused: watch::Sender<bool>,
     /// The clients waiting, to whom backends given back are handed over.
-    waiters: Arc<waiters::Waiters<waiters::Handed>>,
+    waiters: Arc<waiters::Waiters<shelf::Ticket>>,
+    /// Backends handed over, until their waiters run.
+    shelf: Arc<shelf::Shelf>,
     /// Stops the maintenance task.
     stop: CancellationToken,
 }
@@ -180,7 +183,7 @@ impl Pool {
             tuning: tuning.subscribe(),
         };
         tokio::spawn(janitor.run());
-        let waiters = Arc::new(waiters::Waiters::<waiters::Handed>::default());
+        let waiters = Arc::new(waiters::Waiters::<shelf::Ticket>::default());
         tokio::spawn(waiters.clone().watch(stop.clone()));
         Ok(Pool {
             key,
@@ -192,6 +195,7 @@ impl Pool {
             waiting: AtomicUsize::new(0),
             paused,
             waiters,
+            shelf: Arc::default(),
             stop,
         })
     }

@@ -1,24 +1,24 @@
-//! The clients waiting for a backend of one pool: backends given back
-//! while they wait go straight to the first of them, with the place in the
-//! pool they are held under, and each wait ends at its deadline.
+//! The clients waiting for a backend of one pool: a backend given back
+//! while they wait is handed over, with the place in the pool it is held
+//! under, to the first of them (as a [`super::shelf::Ticket`]), and each
+//! wait ends at its deadline.
 //!
 //! In transaction pooling with more clients than backends, nearly every
 //! transaction's backend comes back while another client waits. Returned
 //! to deadpool and its place to the pool's semaphore, both would be taken
-//! out again at once by the next client in line: the semaphore's release
-//! and wake-up, deadpool's slot lock and recycle hooks, and a boxed
-//! checkout per wait. Handed over, the backend and its place move from one
-//! client to the next in one step, and the semaphore and deadpool never
-//! see them.
+//! out again at once by the next client in line: the semaphore's release,
+//! wake-up and re-acquire, deadpool's slot lock and recycle hooks, and a
+//! boxed checkout per wait. Handed over, the place moves from one client
+//! to the next in one step, and the semaphore and deadpool never see it.
 //!
 //! Every waiting checkout joins this queue and the semaphore's at once,
-//! in the same order, and takes whichever serves it first: a backend
+//! in the same order, and takes whichever serves it first: a ticket
 //! handed over here, or a place freed by a backend that closed (then
 //! deadpool gives it an idle backend or opens one). A waiter served by
 //! the semaphore, or gone (its client's end), leaves a closed sender
 //! behind, which the next hand-over, join or deadline check skips. A
-//! backend handed to a waiter that leaves before it reads it goes back to
-//! deadpool and its place to the semaphore, as the waiter's end drops them.
+//! ticket handed to a waiter that leaves before it reads it gives its
+//! backend back to deadpool and its place to the semaphore as it drops.
 //!
 //! The deadlines (`query_wait_timeout`) are kept by one task per pool
 //! ([`Waiters::watch`]), which sleeps until the earliest of them: a timer
@@ -29,25 +29,15 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
-use deadpool::managed::Object;
-use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit};
+use tokio::sync::{oneshot, Notify};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-
-use super::manager::BackendManager;
-
-/// A backend handed over, the place it is held under, and when it came
-/// back (the clock reading its checks used).
-pub(super) type Handed = (
-    Object<BackendManager>,
-    OwnedSemaphorePermit,
-    std::time::Instant,
-);
 
 /// How a wait in the queue ends.
 #[derive(Debug, PartialEq)]
 pub(super) enum Turn<T> {
-    /// What was handed over: a backend given back, with its place.
+    /// What was handed over: a ticket for a backend given back, with its
+    /// place.
     Handed(T),
     /// The deadline passed.
     Expired,
@@ -64,9 +54,9 @@ struct Queue<T> {
     armed: Option<Instant>,
 }
 
-/// The clients of one pool waiting for a backend ([`Handed`]; other
-/// types in tests), first come, first served.
-pub(super) struct Waiters<T = Handed> {
+/// The clients of one pool waiting for a backend ([`super::shelf::Ticket`]s
+/// are handed over; other types in tests), first come, first served.
+pub(super) struct Waiters<T> {
     queue: Mutex<Queue<T>>,
     /// Wakes the watching task for a deadline earlier than the one it sleeps until.
     rearm: Notify,
