@@ -160,10 +160,10 @@ impl Pool {
     }
 
     /// A waiting checkout, until `deadline` (`None`: it passed): in the
-    /// queue of clients a backend given back is handed to (see
+    /// queue of clients a ticket for a backend given back is handed to (see
     /// [`super::waiters`], which also keeps the deadline) and in the
     /// semaphore's, the same order in both, until either serves it. With a
-    /// backend handed over comes the clock reading of its checks.
+    /// ticket comes the clock reading of its backend's checks.
     async fn wait_turn(
         &self,
         deadline: tokio::time::Instant,

@@ -80,12 +80,12 @@ impl Lease {
 }
 
 /// Puts a clean backend back in the pool, idle from now, unless it must
-/// retire ([`Pool::retire_reason`]): on the shelf, with a ticket for it and
-/// its place handed to the first client waiting (see [`super::waiters`]
-/// and [`super::shelf`]), else in deadpool (as
-/// `obj` drops), which closes it instead when a reload shrank the pool
-/// below its open backends. The backend goes back before its place does,
-/// so whoever gets the place finds it idle.
+/// retire ([`Pool::retire_reason`]): on the shelf, with a ticket for it
+/// and its place handed to the first client waiting (see
+/// [`super::waiters`] and [`super::shelf`]), else in deadpool (as `obj`
+/// drops), which closes it instead when a reload shrank the pool below
+/// its open backends. The backend goes back before its place does, so
+/// whoever gets the place finds it idle.
 fn repool(pool: &Pool, mut obj: Object<BackendManager>, permit: Option<OwnedSemaphorePermit>) {
     let now = Instant::now();
     if let Some(why) = pool.retire_reason(&obj, now) {

@@ -15,8 +15,9 @@
 //!   semaphore: first come, first served), or, once it has waited
 //!   `reserve_pool_timeout`, one of `reserve_pool_size` extra places; it
 //!   keeps the place until its backend is back in the pool or closed;
-//! - a backend given back while clients wait goes straight to the first of
-//!   them with its place ([`waiters`]); otherwise the client with a place
+//! - a backend given back while clients wait goes on the [`shelf`], and
+//!   the first of them gets a ticket for it with its place ([`waiters`]);
+//!   otherwise the client with a place
 //!   gets an idle backend from deadpool, or deadpool opens one (deadpool's
 //!   size is pool + reserve) within the shared `max_db_connections` and
 //!   `max_user_connections` limits ([`limits`]);
