@@ -17,10 +17,10 @@
 //!   keeps the place until its backend is back in the pool or closed;
 //! - a backend given back while clients wait goes on the [`shelf`], and
 //!   the first of them gets a ticket for it with its place ([`waiters`]);
-//!   otherwise the client with a place
-//!   gets an idle backend from deadpool, or deadpool opens one (deadpool's
-//!   size is pool + reserve) within the shared `max_db_connections` and
-//!   `max_user_connections` limits ([`limits`]);
+//!   otherwise the client with a place gets an idle backend from
+//!   deadpool, or deadpool opens one (deadpool's size is pool + reserve)
+//!   within the shared `max_db_connections` and `max_user_connections`
+//!   limits ([`limits`]);
 //! - a maintenance task ([`janitor`]) keeps `min_pool_size` backends open
 //!   and closes idle ones that are dead, too old or idle too long.
 

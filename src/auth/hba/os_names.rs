@@ -26,8 +26,8 @@ pub struct OsNames {
 }
 
 impl OsNames {
-    /// The name of `uid` as of `now`: one looked up less than [`TTL`]
-    /// before, else `lookup`'s (kept when found).
+    /// The name of `uid` as of `now`: one looked up less than `TTL` (ten
+    /// seconds) before, else `lookup`'s (kept when found).
     pub fn name(
         &self,
         uid: u32,
