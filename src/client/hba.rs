@@ -75,7 +75,7 @@ pub(super) fn choose(
         Method::ScramSha256 => Exchange::ScramSha256,
         Method::Password => Exchange::Password,
         Method::Peer => {
-            peer(rules, rule, (stream, ctx.accepted_at), user)?;
+            peer(rules, rule, stream, ctx.accepted_at, user)?;
             Exchange::Peer
         }
         Method::Cert => {
@@ -95,12 +95,13 @@ fn refused(code: &'static str, message: &str) -> ClientError {
 /// `peer`: the OS user of the process at the other end of the socket
 /// (SO_PEERCRED), mapped by the rule's `map=` (or equal to `user`), as
 /// PostgreSQL's `auth_peer`. No password, no cryptography. The uid's name
-/// is looked up as of the connection's accept (`at`), through the rules'
-/// cache ([`hba::OsNames`]).
+/// is looked up as of the connection's accept, through the rules' cache
+/// ([`hba::OsNames`]).
 fn peer(
     rules: &Hba,
     rule: &Rule,
-    (stream, at): (&Stream, std::time::Instant),
+    stream: &Stream,
+    accepted_at: std::time::Instant,
     user: &str,
 ) -> Result<(), ClientError> {
     let failed = || {
@@ -118,7 +119,7 @@ fn peer(
         // The parser allows peer on local lines only.
         None => return Err(failed()),
     };
-    let Some(system_user) = rules.os_names().name(uid, at, user_name) else {
+    let Some(system_user) = rules.os_names().name(uid, accepted_at, user_name) else {
         tracing::info!(uid, "could not look up local user ID");
         return Err(failed());
     };

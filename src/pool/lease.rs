@@ -100,12 +100,9 @@ fn repool(pool: &Pool, mut obj: Object<BackendManager>, permit: Option<OwnedSema
         drop(obj);
         return;
     }
-    // The checks deadpool's recycle would make as the waiter took it.
-    if let Some(why) = pool
-        .inner
-        .manager()
-        .refusal(&obj, pool.tuning().lifetime, now)
-    {
+    // The rest of the checks deadpool's recycle would make as the waiter
+    // took it (RECONNECT and server_lifetime were asked above).
+    if let Some(why) = obj.not_quiet(now) {
         discard(obj, why);
         return;
     }

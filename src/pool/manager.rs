@@ -177,8 +177,7 @@ pub(super) const RECONNECTED: &str = "RECONNECT";
 
 impl BackendManager {
     /// Why an idle backend must not be handed out as of `now`: RECONNECT
-    /// marked it, or [`Pooled::unfit`]. deadpool's recycle and a hand-over
-    /// to a waiting client (see [`super::waiters`]) both ask.
+    /// marked it, or [`Pooled::unfit`] (deadpool's recycle asks).
     pub(super) fn refusal(
         &self,
         obj: &Pooled,
@@ -230,10 +229,15 @@ impl Pooled {
     /// past `lifetime`, or the server closed it or sent something unasked
     /// (PgBouncer closes an idle server that talks, too).
     pub(super) fn unfit(&self, lifetime: Duration, now: Instant) -> Option<&'static str> {
+        self.past_lifetime(lifetime, now)
+            .or_else(|| self.not_quiet(now))
+    }
+
+    /// Why this idle backend is not quietly idle, if it is not: not idle
+    /// by its own account, unread data, or the server closed it or sent
+    /// something unasked (a real peek once idle a while, as of `now`).
+    pub(super) fn not_quiet(&self, now: Instant) -> Option<&'static str> {
         let b = &self.backend;
-        if let Some(why) = self.past_lifetime(lifetime, now) {
-            return Some(why);
-        }
         if b.state() != crate::backend::LinkState::Idle {
             return Some("idle server connection is not idle");
         }
