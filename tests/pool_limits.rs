@@ -66,11 +66,20 @@ fn db_table(pg: &PgCluster, name: &str, forced_user: Option<&str>, keys: &str) -
 /// Adds `lines` to the `[pool]` table of the running pooler's config and
 /// reloads it (SIGHUP), waiting for the reload to be logged.
 fn reload_pool_keys(pooler: &Pooler, lines: &str) {
+    reload_edited(pooler, |text| {
+        assert!(text.contains("[pool]\n"), "{text}");
+        text.replacen("[pool]\n", &format!("[pool]\n{lines}\n"), 1)
+    });
+}
+
+/// Rewrites the running pooler's config with `edit` (which must change
+/// it) and reloads it (SIGHUP), waiting for the first reload to be logged.
+fn reload_edited(pooler: &Pooler, edit: impl FnOnce(&str) -> String) {
     let path = pooler.config_path();
     let text = std::fs::read_to_string(path).expect("read config");
-    assert!(text.contains("[pool]\n"), "{text}");
-    let text = text.replacen("[pool]\n", &format!("[pool]\n{lines}\n"), 1);
-    std::fs::write(path, text).expect("write config");
+    let changed = edit(&text);
+    assert_ne!(text, changed, "the edit changed nothing");
+    std::fs::write(path, changed).expect("write config");
     pooler.signal(libc::SIGHUP);
     assert!(
         pooler.wait_for_log("configuration reloaded", 1, Duration::from_secs(5)),
@@ -535,7 +544,7 @@ async fn waiting_clients_are_served_in_arrival_order() {
 }
 
 /// In transaction pooling a backend given back while clients wait goes
-/// straight to the next one, with its place (the pool's hand-over).
+/// to the next one, with its place (the pool's tickets and shelf).
 /// Waiters that give up at query_wait_timeout meanwhile must not strand
 /// one: afterwards the pool holds its backends idle, counts no waiter, and
 /// serves the next client.
@@ -628,12 +637,9 @@ async fn a_transaction_pool_shrunk_by_a_reload_while_clients_queue_serves_them_a
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(backends(&admin, &[role]).await.len(), 4, "the pool is full");
-    let path = pooler.config_path();
-    let text = std::fs::read_to_string(path).unwrap();
-    let changed = text.replace("pool_size = 4\n", "pool_size = 2\n");
-    assert_ne!(text, changed);
-    std::fs::write(path, changed).unwrap();
-    pooler.signal(libc::SIGHUP);
+    reload_edited(&pooler, |text| {
+        text.replace("pool_size = 4\n", "pool_size = 2\n")
+    });
     assert!(
         pooler.wait_for_log("pool_size 4 -> 2", 1, Duration::from_secs(5)),
         "{}",
