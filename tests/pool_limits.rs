@@ -80,12 +80,7 @@ fn reload_edited(pooler: &Pooler, edit: impl FnOnce(&str) -> String) {
     let changed = edit(&text);
     assert_ne!(text, changed, "the edit changed nothing");
     std::fs::write(path, changed).expect("write config");
-    pooler.signal(libc::SIGHUP);
-    assert!(
-        pooler.wait_for_log("configuration reloaded", 1, Duration::from_secs(5)),
-        "no reload logged:\n{}",
-        pooler.log_text()
-    );
+    pooler.sighup_until("configuration reloaded", 1);
 }
 
 fn conninfo(pooler: &Pooler, role: &str, db: &str) -> String {
